@@ -1,0 +1,126 @@
+//! Wires the service together — config → catalog, object store, ingestion, router — serves it
+//! on a listener, and shuts down in order: stop accepting, finish requests, flush and commit
+//! every buffer.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::http::{AppState, router};
+use crate::ingest::Ingest;
+use crate::ingest::admission::Admission;
+use crate::ingest::flush::FlushCtx;
+use crate::ingest::team::TeamCtx;
+
+/// A start-up failure, with a message meant for the operator.
+pub type StartError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Opens the catalog and store and starts ingestion.
+pub async fn build_state(config: Config) -> Result<AppState, StartError> {
+    std::fs::create_dir_all(&config.storage.data_dir).map_err(|e| {
+        format!(
+            "cannot create data dir {}: {e}",
+            config.storage.data_dir.display()
+        )
+    })?;
+    let path = config.catalog_path();
+    let catalog = Arc::new(tokio::task::spawn_blocking(move || Catalog::open(&path)).await??);
+    let store = crate::store::open(&config)?;
+    let admission = Arc::new(Admission::new(
+        config.ingest.team_budget.0,
+        config.ingest.global_budget.0,
+    ));
+    let ingest = Ingest::start(TeamCtx {
+        flush: FlushCtx {
+            catalog: catalog.clone(),
+            store: store.clone(),
+            parquet: config.parquet.clone(),
+            prefix: config.storage.prefix.clone(),
+            retry_backoff: config.flush.retry_backoff.0,
+        },
+        flush_cfg: config.flush.clone(),
+        limits: config.limits.clone(),
+        admission,
+        idle_timeout: config.ingest.idle_timeout.0,
+    })
+    .await?;
+    Ok(AppState {
+        config: Arc::new(config),
+        catalog,
+        ingest: Arc::new(ingest),
+        store,
+    })
+}
+
+/// Serves until `shutdown` resolves, then drains requests and flushes every buffer.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tracing::info!("no longer accepting requests; flushing buffers");
+    state.ingest.shutdown().await;
+    tracing::info!("all buffers committed; bye");
+    Ok(())
+}
+
+/// The base URL clients should use: `server.public_url`, else `http://<bound address>`.
+pub fn base_url(config: &Config, addr: SocketAddr) -> String {
+    let configured = config.server.public_url.trim_end_matches('/');
+    if configured.is_empty() {
+        format!("http://{addr}")
+    } else {
+        configured.to_string()
+    }
+}
+
+/// A server running in this process (tests, embedding).
+pub struct RunningServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its state (catalog, ingestion handle for explicit flushes).
+    pub state: AppState,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningServer {
+    /// Starts a server with `config` on its `server.listen` address.
+    pub async fn start(config: Config) -> Result<RunningServer, StartError> {
+        let listener = TcpListener::bind(&config.server.listen).await?;
+        let addr = listener.local_addr()?;
+        let state = build_state(config).await?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, state.clone(), async {
+            let _ = rx.await;
+        }));
+        Ok(RunningServer {
+            addr,
+            state,
+            stop: Some(tx),
+            task,
+        })
+    }
+
+    /// `http://addr`
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Graceful shutdown: waits until every buffer is committed.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await.map_err(std::io::Error::other)?
+    }
+}

@@ -1,0 +1,487 @@
+//! Operator and owner actions on the catalog: teams, users, the events flag, keys and tokens,
+//! canvases and elements, and the secret look-ups the HTTP edge authenticates with.
+
+use rusqlite::{OptionalExtension, params};
+use serde::Serialize;
+
+use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
+use super::{Catalog, CatalogError, Result, TeamId, now_ms};
+
+/// A team row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Team {
+    /// `tm_…`
+    pub id: String,
+    /// Unique name.
+    pub name: String,
+    /// Whether the operator enabled event ingestion.
+    pub events_enabled: bool,
+}
+
+/// A user's role in its team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// May create keys and tokens.
+    Owner,
+    /// May not.
+    Member,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Member => "member",
+        }
+    }
+}
+
+/// Data API key or events token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretKind {
+    /// `x-api-key`, read access to the team's tables.
+    DataKey,
+    /// `X-Auth-Token`, write access to the team's warehouse.
+    EventsToken,
+}
+
+impl SecretKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            SecretKind::DataKey => "data_key",
+            SecretKind::EventsToken => "events_token",
+        }
+    }
+    fn id_prefix(self) -> &'static str {
+        match self {
+            SecretKind::DataKey => "key",
+            SecretKind::EventsToken => "tok",
+        }
+    }
+    fn secret_prefix(self) -> &'static str {
+        match self {
+            SecretKind::DataKey => DATA_KEY_PREFIX,
+            SecretKind::EventsToken => EVENTS_TOKEN_PREFIX,
+        }
+    }
+}
+
+/// A key or token as listed (never the secret).
+#[derive(Debug, Clone, Serialize)]
+pub struct SecretInfo {
+    /// `key_…` / `tok_…`
+    pub id: String,
+    /// The first characters of the secret.
+    pub prefix: String,
+    /// Creating user.
+    pub created_by: String,
+    /// ms since epoch.
+    pub created_at: i64,
+    /// ms since epoch, updated at most once a minute.
+    pub last_used_at: Option<i64>,
+    /// ms since epoch.
+    pub revoked_at: Option<i64>,
+}
+
+/// Outcome of checking an events token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenAuth {
+    /// Valid for this team.
+    Team(TeamId),
+    /// Valid, but the operator has not enabled events for the team.
+    EventsDisabled,
+    /// Unknown or revoked.
+    Invalid,
+}
+
+/// A table element as the download path needs it.
+#[derive(Debug, Clone)]
+pub struct Element {
+    /// `el_…`
+    pub id: String,
+    /// Source warehouse table.
+    pub source: String,
+    /// Ordered column subset; `None` = every column of the table.
+    pub columns: Option<Vec<String>>,
+    /// Filter list (JSON), applied by later download features.
+    pub filters: Option<serde_json::Value>,
+    /// Row limit.
+    pub limit: Option<u64>,
+}
+
+/// What `element create` takes.
+#[derive(Debug, Clone, Default)]
+pub struct NewElement {
+    /// Canvas id.
+    pub canvas: String,
+    /// Source table (normalised to a warehouse name).
+    pub table: String,
+    /// Display name.
+    pub name: Option<String>,
+    /// Ordered columns (normalised).
+    pub columns: Option<Vec<String>>,
+}
+
+/// Re-checked only this often, so a busy key is not a write per request.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+impl Catalog {
+    /// Creates a team; names are unique.
+    pub fn create_team(&self, name: &str) -> Result<String> {
+        let name = non_empty(name, "team name")?;
+        let id = secrets::new_id("tm");
+        self.with(|c| {
+            let n = c.execute(
+                "INSERT INTO teams (id, name, created_at) VALUES (?1, ?2, ?3) ON CONFLICT(name) DO NOTHING",
+                params![id, name, now_ms()],
+            )?;
+            if n == 0 {
+                return Err(CatalogError::Refused(format!("a team named {name:?} already exists")));
+            }
+            Ok(id.clone())
+        })
+    }
+
+    /// Finds a team by id or by name.
+    pub fn find_team(&self, id_or_name: &str) -> Result<Team> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT id, name, events_enabled FROM teams WHERE id = ?1 OR name = ?1",
+                [id_or_name],
+                |r| {
+                    Ok(Team {
+                        id: r.get(0)?,
+                        name: r.get(1)?,
+                        events_enabled: r.get(2)?,
+                    })
+                },
+            )
+            .optional()?
+            .ok_or_else(|| CatalogError::NotFound(format!("no team {id_or_name:?}")))
+        })
+    }
+
+    /// Lists every team.
+    pub fn list_teams(&self) -> Result<Vec<Team>> {
+        self.with(|c| {
+            let mut st =
+                c.prepare("SELECT id, name, events_enabled FROM teams ORDER BY created_at, id")?;
+            let rows = st.query_map([], |r| {
+                Ok(Team {
+                    id: r.get(0)?,
+                    name: r.get(1)?,
+                    events_enabled: r.get(2)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// Creates a user in a team (given by id or name).
+    pub fn create_user(&self, team: &str, name: &str, role: Role) -> Result<String> {
+        let team = self.find_team(team)?;
+        let name = non_empty(name, "user name")?;
+        let id = secrets::new_id("us");
+        self.with(|c| {
+            let n = c.execute(
+                "INSERT INTO users (id, team_id, name, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(team_id, name) DO NOTHING",
+                params![id, team.id, name, role.as_str(), now_ms()],
+            )?;
+            if n == 0 {
+                return Err(CatalogError::Refused(format!(
+                    "team {} already has a user named {name:?}",
+                    team.name
+                )));
+            }
+            Ok(id.clone())
+        })
+    }
+
+    /// Finds a user of `team_id` by id or name; returns (id, role).
+    fn find_user(&self, team_id: &str, id_or_name: &str) -> Result<(String, String)> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT id, role FROM users WHERE team_id = ?1 AND (id = ?2 OR name = ?2)",
+                [team_id, id_or_name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .ok_or_else(|| {
+                CatalogError::NotFound(format!("no user {id_or_name:?} in team {team_id}"))
+            })
+        })
+    }
+
+    /// Turns event ingestion on or off for a team (operator action).
+    pub fn set_events_enabled(&self, team: &str, enabled: bool) -> Result<Team> {
+        let mut team = self.find_team(team)?;
+        self.with(|c| {
+            c.execute(
+                "UPDATE teams SET events_enabled = ?1 WHERE id = ?2",
+                params![enabled, team.id],
+            )?;
+            Ok(())
+        })?;
+        team.events_enabled = enabled;
+        Ok(team)
+    }
+
+    /// Creates a key or token for `user`, who must be an owner of `team`. Returns (id, secret);
+    /// the secret is not stored and cannot be shown again.
+    pub fn create_secret(
+        &self,
+        kind: SecretKind,
+        team: &str,
+        user: &str,
+    ) -> Result<(String, String)> {
+        let team = self.find_team(team)?;
+        let (user_id, role) = self.find_user(&team.id, user)?;
+        if role != "owner" {
+            return Err(CatalogError::Refused(format!(
+                "user {user:?} is not an owner of team {}; only owners may create keys and tokens",
+                team.name
+            )));
+        }
+        if kind == SecretKind::EventsToken && !team.events_enabled {
+            return Err(CatalogError::Refused(format!(
+                "events are not enabled for team {}; the operator must run `stowage admin events enable --team {}` first",
+                team.name, team.id
+            )));
+        }
+        let secret = secrets::new_secret(kind.secret_prefix());
+        let id = secrets::new_id(kind.id_prefix());
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO secrets (id, kind, team_id, hash, prefix, created_by, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    id,
+                    kind.as_str(),
+                    team.id,
+                    secrets::hash(&secret),
+                    secrets::display_prefix(&secret),
+                    user_id,
+                    now_ms()
+                ],
+            )?;
+            Ok(())
+        })?;
+        Ok((id, secret))
+    }
+
+    /// Lists a team's keys or tokens, revoked ones included.
+    pub fn list_secrets(&self, kind: SecretKind, team: &str) -> Result<Vec<SecretInfo>> {
+        let team = self.find_team(team)?;
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, prefix, created_by, created_at, last_used_at, revoked_at FROM secrets
+                 WHERE team_id = ?1 AND kind = ?2 ORDER BY created_at, id",
+            )?;
+            let rows = st.query_map([team.id.as_str(), kind.as_str()], |r| {
+                Ok(SecretInfo {
+                    id: r.get(0)?,
+                    prefix: r.get(1)?,
+                    created_by: r.get(2)?,
+                    created_at: r.get(3)?,
+                    last_used_at: r.get(4)?,
+                    revoked_at: r.get(5)?,
+                })
+            })?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
+        })
+    }
+
+    /// Revokes a key or token by id; it stops working at the next request.
+    pub fn revoke_secret(&self, kind: SecretKind, id: &str) -> Result<()> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1) WHERE id = ?2 AND kind = ?3",
+                params![now_ms(), id, kind.as_str()],
+            )?;
+            if n == 0 {
+                return Err(CatalogError::NotFound(format!("no {} with id {id:?}", kind.as_str())));
+            }
+            Ok(())
+        })
+    }
+
+    /// The team a live secret of `kind` belongs to, with whether events are enabled for it.
+    /// Looked up by SHA-256, so timing reveals nothing about the secret itself.
+    fn authenticate(&self, kind: SecretKind, secret: &str) -> Result<Option<(TeamId, bool)>> {
+        let hash = secrets::hash(secret);
+        let found: Option<(String, String, bool, Option<i64>)> = self.with(|c| {
+            Ok(c.prepare_cached(
+                "SELECT s.id, s.team_id, t.events_enabled, s.last_used_at FROM secrets s
+                 JOIN teams t ON t.id = s.team_id
+                 WHERE s.hash = ?1 AND s.kind = ?2 AND s.revoked_at IS NULL",
+            )?
+            .query_row(params![hash, kind.as_str()], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?)
+        })?;
+        let Some((id, team, enabled, last_used)) = found else {
+            return Ok(None);
+        };
+        let now = now_ms();
+        if last_used.is_none_or(|t| now - t >= LAST_USED_RESOLUTION_MS) {
+            // Best effort: a busy catalog must not fail the request.
+            let _ = self.with(|c| {
+                c.execute(
+                    "UPDATE secrets SET last_used_at = ?1 WHERE id = ?2",
+                    params![now, id],
+                )?;
+                Ok(())
+            });
+        }
+        Ok(Some((TeamId(team.into()), enabled)))
+    }
+
+    /// Checks a data API key.
+    pub fn auth_data_key(&self, secret: &str) -> Result<Option<TeamId>> {
+        Ok(self
+            .authenticate(SecretKind::DataKey, secret)?
+            .map(|(t, _)| t))
+    }
+
+    /// Checks an events token.
+    pub fn auth_events_token(&self, secret: &str) -> Result<TokenAuth> {
+        Ok(match self.authenticate(SecretKind::EventsToken, secret)? {
+            None => TokenAuth::Invalid,
+            Some((_, false)) => TokenAuth::EventsDisabled,
+            Some((team, true)) => TokenAuth::Team(team),
+        })
+    }
+
+    /// Creates a canvas in a team.
+    pub fn create_canvas(&self, team: &str, name: &str) -> Result<String> {
+        let team = self.find_team(team)?;
+        let name = non_empty(name, "canvas name")?;
+        let id = secrets::new_id("cv");
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO canvases (id, team_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![id, team.id, name, now_ms()],
+            )?;
+            Ok(id.clone())
+        })
+    }
+
+    /// Finds a canvas of a team by name (used to seed the demo idempotently).
+    pub fn find_canvas_by_name(&self, team_id: &str, name: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id FROM canvases WHERE team_id = ?1 AND name = ?2 ORDER BY created_at LIMIT 1",
+                [team_id, name],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// Creates a table element on a canvas; returns its id. The table and column names are
+    /// normalised like event names, so `--table "Purchased an Item"` means `purchased_an_item`.
+    pub fn create_element(&self, e: &NewElement) -> Result<String> {
+        use crate::warehouse::naming::normalize;
+        let source = normalize(&e.table);
+        if source.is_empty() {
+            return Err(CatalogError::Refused(format!(
+                "{:?} is not a usable table name",
+                e.table
+            )));
+        }
+        let columns = match &e.columns {
+            Some(cols) => {
+                let cols: Vec<String> = cols.iter().map(|c| normalize(c)).collect();
+                if cols.is_empty() || cols.iter().any(String::is_empty) {
+                    return Err(CatalogError::Refused(
+                        "--columns lists an empty or unusable name".into(),
+                    ));
+                }
+                Some(serde_json::to_string(&cols).expect("strings serialise"))
+            }
+            None => None,
+        };
+        let id = secrets::new_id("el");
+        self.with(|c| {
+            let exists: Option<String> = c
+                .query_row("SELECT id FROM canvases WHERE id = ?1", [&e.canvas], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if exists.is_none() {
+                return Err(CatalogError::NotFound(format!("no canvas {:?}", e.canvas)));
+            }
+            c.execute(
+                "INSERT INTO elements (id, canvas_id, name, source, columns, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, e.canvas, e.name, source, columns, now_ms()],
+            )?;
+            Ok(id.clone())
+        })
+    }
+
+    /// The element, if it exists on that canvas and the canvas belongs to `team`.
+    pub fn element_for_team(
+        &self,
+        team: &TeamId,
+        canvas: &str,
+        element: &str,
+    ) -> Result<Option<Element>> {
+        self.with(|c| {
+            let row: Option<(String, String, Option<String>, Option<String>, Option<i64>)> = c
+                .prepare_cached(
+                    "SELECT e.id, e.source, e.columns, e.filters, e.row_limit FROM elements e
+                     JOIN canvases cv ON cv.id = e.canvas_id
+                     WHERE e.id = ?1 AND cv.id = ?2 AND cv.team_id = ?3",
+                )?
+                .query_row(params![element, canvas, team.as_str()], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })
+                .optional()?;
+            Ok(row.map(|(id, source, columns, filters, limit)| Element {
+                id,
+                source,
+                columns: columns.and_then(|s| serde_json::from_str(&s).ok()),
+                filters: filters.and_then(|s| serde_json::from_str(&s).ok()),
+                limit: limit.map(|l| l.max(0) as u64),
+            }))
+        })
+    }
+
+    /// Finds the first element of a canvas reading `source` (demo seeding).
+    pub fn find_element(&self, canvas: &str, source: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id FROM elements WHERE canvas_id = ?1 AND source = ?2 ORDER BY created_at LIMIT 1",
+                [canvas, source],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
+    /// Whether a secret is live for `kind` (demo seeding reuses a still-valid one).
+    pub fn secret_is_live(&self, kind: SecretKind, secret: &str) -> Result<bool> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT 1 FROM secrets WHERE hash = ?1 AND kind = ?2 AND revoked_at IS NULL",
+                params![secrets::hash(secret), kind.as_str()],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+        })
+    }
+}
+
+fn non_empty<'a>(s: &'a str, what: &str) -> Result<&'a str> {
+    let t = s.trim();
+    if t.is_empty() {
+        Err(CatalogError::Refused(format!("{what} must not be empty")))
+    } else {
+        Ok(t)
+    }
+}

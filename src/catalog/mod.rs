@@ -1,0 +1,120 @@
+//! The catalog: teams, users, secrets, canvases, elements, warehouse tables and committed data
+//! files, in SQLite (embedded) under the data dir. Every process (server or CLI) opens the same
+//! file, so an admin change takes effect on a running server at its next request.
+
+mod admin;
+mod migrations;
+pub mod secrets;
+mod tables;
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
+pub use tables::{DataFile, NewDataFile, TableSnapshot};
+
+/// A team id (`tm_…`), cheap to clone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TeamId(pub Arc<str>);
+
+impl TeamId {
+    /// The id text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for TeamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for TeamId {
+    fn from(s: &str) -> Self {
+        TeamId(s.into())
+    }
+}
+
+/// What went wrong in the catalog.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// SQLite failed.
+    #[error("catalog database: {0}")]
+    Db(#[from] rusqlite::Error),
+    /// Opening the file or its directory failed.
+    #[error("catalog file: {0}")]
+    Io(#[from] std::io::Error),
+    /// A named thing does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The action is not allowed (not an owner, events disabled, name taken, …).
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Result alias for catalog calls.
+pub type Result<T> = std::result::Result<T, CatalogError>;
+
+/// A small pool of SQLite connections to one catalog file. Calls are short and synchronous;
+/// long ones (commits) should run on a blocking thread.
+pub struct Catalog {
+    conns: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
+}
+
+impl fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Catalog").finish_non_exhaustive()
+    }
+}
+
+const POOL_SIZE: usize = 4;
+
+impl Catalog {
+    /// Opens (creating and migrating if needed) the catalog at `path`.
+    pub fn open(path: &Path) -> Result<Catalog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut conns = Vec::with_capacity(POOL_SIZE);
+        for i in 0..POOL_SIZE {
+            let mut conn = Connection::open(path)?;
+            conn.busy_timeout(Duration::from_secs(10))?;
+            conn.pragma_update(None, "journal_mode", "WAL")?;
+            conn.pragma_update(None, "synchronous", "FULL")?;
+            conn.pragma_update(None, "foreign_keys", true)?;
+            if i == 0 {
+                migrations::migrate(&mut conn)?;
+            }
+            conns.push(Mutex::new(conn));
+        }
+        Ok(Catalog {
+            conns,
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs `f` on one of the pooled connections.
+    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
+        let mut conn = self.conns[i].lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn)
+    }
+
+    /// Whether the catalog answers a trivial query.
+    pub fn ping(&self) -> bool {
+        self.with(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
+            .is_ok()
+    }
+}
+
+/// Milliseconds since the epoch, the catalog's time unit.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}

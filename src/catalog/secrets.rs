@@ -1,0 +1,65 @@
+//! Random identifiers and secrets: ≥ 256-bit secrets with a readable prefix, stored as SHA-256.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+
+/// Prefix of data API keys.
+pub const DATA_KEY_PREFIX: &str = "stw_data_";
+/// Prefix of events tokens.
+pub const EVENTS_TOKEN_PREFIX: &str = "stw_evt_";
+
+fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut buf = [0u8; N];
+    getrandom::fill(&mut buf).expect("the OS random source is available");
+    buf
+}
+
+/// An opaque URL-safe id such as `tm_3kq9…` (80 random bits, lowercase base32).
+pub fn new_id(prefix: &str) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijkmnpqrstuvwxyz23456789";
+    let bytes = random_bytes::<16>();
+    let mut s = String::with_capacity(prefix.len() + 17);
+    s.push_str(prefix);
+    s.push('_');
+    for b in bytes {
+        s.push(ALPHABET[(b & 31) as usize] as char);
+    }
+    s
+}
+
+/// A new secret: the prefix followed by 256 random bits in URL-safe base64.
+pub fn new_secret(prefix: &str) -> String {
+    let body = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>());
+    format!("{prefix}{body}")
+}
+
+/// The stored form of a secret.
+pub fn hash(secret: &str) -> Vec<u8> {
+    Sha256::digest(secret.as_bytes()).to_vec()
+}
+
+/// The part of a secret shown in listings: its type prefix and four characters.
+pub fn display_prefix(secret: &str) -> String {
+    let cut = secret
+        .find('_')
+        .and_then(|i| secret[i + 1..].find('_').map(|j| i + j + 2));
+    let end = cut.unwrap_or(0) + 4;
+    secret.chars().take(end).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_long_random_and_prefixed() {
+        let a = new_secret(DATA_KEY_PREFIX);
+        let b = new_secret(DATA_KEY_PREFIX);
+        assert_ne!(a, b);
+        assert!(a.starts_with("stw_data_"));
+        assert_eq!(a.len(), DATA_KEY_PREFIX.len() + 43);
+        assert_eq!(display_prefix(&a).len(), "stw_data_".len() + 4);
+        assert_eq!(hash(&a).len(), 32);
+        assert!(new_id("tm").starts_with("tm_"));
+    }
+}

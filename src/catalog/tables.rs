@@ -1,0 +1,257 @@
+//! Warehouse tables in the catalog: column schemas (widening only, with type history) and the
+//! committed data files, whose id order is the table's row order.
+
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{Catalog, Result, TeamId, now_ms};
+use crate::warehouse::schema::{Column, ColumnType, TableSchema};
+
+/// A data file about to be committed.
+#[derive(Debug, Clone)]
+pub struct NewDataFile {
+    /// Warehouse table.
+    pub table: String,
+    /// Object path.
+    pub path: String,
+    /// `date=YYYY-MM-DD`.
+    pub partition: String,
+    /// Rows in the file.
+    pub rows: u64,
+    /// Size of the object.
+    pub bytes: u64,
+    /// Smallest `timestamp` (µs).
+    pub min_ts: Option<i64>,
+    /// Largest `timestamp` (µs).
+    pub max_ts: Option<i64>,
+    /// The file's own columns and types.
+    pub schema: TableSchema,
+}
+
+/// A committed data file as readers need it.
+#[derive(Debug, Clone)]
+pub struct DataFile {
+    /// Object path.
+    pub path: String,
+    /// Rows.
+    pub rows: u64,
+    /// Object size (saves a HEAD request on open).
+    pub bytes: u64,
+}
+
+/// One consistent view of a table: its schema and files at one moment.
+#[derive(Debug, Clone)]
+pub struct TableSnapshot {
+    /// Current (widest) schema.
+    pub schema: TableSchema,
+    /// Live files in commit order.
+    pub files: Vec<DataFile>,
+}
+
+impl Catalog {
+    /// Every table of a team with its current schema.
+    pub fn team_schemas(&self, team: &TeamId) -> Result<HashMap<String, TableSchema>> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT table_name, name, type FROM wh_columns WHERE team_id = ?1 ORDER BY table_name, position",
+            )?;
+            let mut out: HashMap<String, TableSchema> = HashMap::new();
+            let rows = st.query_map([team.as_str()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?;
+            for row in rows {
+                let (table, name, ty) = row?;
+                let ty = ColumnType::parse(&ty).unwrap_or(ColumnType::String);
+                out.entry(table).or_default().columns.push(Column { name, ty });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Commits data files of one team in one transaction: tables are created, schemas widened,
+    /// files recorded. Either all of it becomes visible or none.
+    pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile]) -> Result<()> {
+        self.with(|c| {
+            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let now = now_ms();
+            for f in files {
+                let version = merge_schema(&tx, team, &f.table, &f.schema, now)?;
+                tx.execute(
+                    "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, min_ts, max_ts,
+                                             schema_version, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        team.as_str(),
+                        f.table,
+                        f.path,
+                        f.partition,
+                        f.rows as i64,
+                        f.bytes as i64,
+                        f.min_ts,
+                        f.max_ts,
+                        version,
+                        now
+                    ],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// The table's schema and live files, read in one transaction; `None` if it has never
+    /// received data.
+    pub fn snapshot(&self, team: &TeamId, table: &str) -> Result<Option<TableSnapshot>> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let exists: Option<i64> = tx
+                .query_row(
+                    "SELECT schema_version FROM wh_tables WHERE team_id = ?1 AND name = ?2",
+                    [team.as_str(), table],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if exists.is_none() {
+                return Ok(None);
+            }
+            let schema = read_schema(&tx, team, table)?;
+            let files = {
+                let mut st = tx.prepare_cached(
+                    "SELECT path, rows, bytes FROM data_files
+                     WHERE team_id = ?1 AND table_name = ?2 AND retired_at IS NULL ORDER BY id",
+                )?;
+                let rows = st.query_map([team.as_str(), table], |r| {
+                    Ok(DataFile {
+                        path: r.get(0)?,
+                        rows: r.get::<_, i64>(1)? as u64,
+                        bytes: r.get::<_, i64>(2)? as u64,
+                    })
+                })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()?
+            };
+            tx.commit()?;
+            Ok(Some(TableSnapshot { schema, files }))
+        })
+    }
+}
+
+fn read_schema(tx: &Transaction<'_>, team: &TeamId, table: &str) -> Result<TableSchema> {
+    let mut st = tx.prepare_cached(
+        "SELECT name, type FROM wh_columns WHERE team_id = ?1 AND table_name = ?2 ORDER BY position",
+    )?;
+    let rows = st.query_map([team.as_str(), table], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+    })?;
+    let mut schema = TableSchema::default();
+    for row in rows {
+        let (name, ty) = row?;
+        let ty = ColumnType::parse(&ty).unwrap_or(ColumnType::String);
+        schema.columns.push(Column { name, ty });
+    }
+    Ok(schema)
+}
+
+/// Widens the stored schema with `file`'s columns; returns the table's schema version.
+fn merge_schema(
+    tx: &Transaction<'_>,
+    team: &TeamId,
+    table: &str,
+    file: &TableSchema,
+    now: i64,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO wh_tables (team_id, name, created_at) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+        params![team.as_str(), table, now],
+    )?;
+    let version: i64 = tx.query_row(
+        "SELECT schema_version FROM wh_tables WHERE team_id = ?1 AND name = ?2",
+        [team.as_str(), table],
+        |r| r.get(0),
+    )?;
+    let current = read_schema(tx, team, table)?;
+    let mut merged = current.clone();
+    if !merged.merge(file) {
+        return Ok(version);
+    }
+    let version = if current.columns.is_empty() {
+        version
+    } else {
+        version + 1
+    };
+    for (pos, col) in merged.columns.iter().enumerate() {
+        let before = current.get(&col.name).map(|c| c.ty);
+        if before == Some(col.ty) {
+            continue;
+        }
+        tx.execute(
+            "INSERT INTO wh_columns (team_id, table_name, position, name, type) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(team_id, table_name, name) DO UPDATE SET type = excluded.type",
+            params![team.as_str(), table, pos as i64, col.name, col.ty.as_str()],
+        )?;
+        tx.execute(
+            "INSERT INTO wh_column_history (team_id, table_name, name, type, schema_version, changed_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![team.as_str(), table, col.name, col.ty.as_str(), version, now],
+        )?;
+    }
+    tx.execute(
+        "UPDATE wh_tables SET schema_version = ?1 WHERE team_id = ?2 AND name = ?3",
+        params![version, team.as_str(), table],
+    )?;
+    Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ColumnType::*;
+
+    fn file(table: &str, path: &str, cols: &[(&str, ColumnType)]) -> NewDataFile {
+        NewDataFile {
+            table: table.into(),
+            path: path.into(),
+            partition: "date=2024-01-01".into(),
+            rows: 1,
+            bytes: 10,
+            min_ts: None,
+            max_ts: None,
+            schema: TableSchema {
+                columns: cols
+                    .iter()
+                    .map(|(n, t)| Column {
+                        name: n.to_string(),
+                        ty: *t,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn commits_widen_the_schema_and_keep_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let cat = Catalog::open(&dir.path().join("c.sqlite")).unwrap();
+        let team_id = cat.create_team("t").unwrap();
+        let team = TeamId::from(team_id.as_str());
+        assert!(cat.snapshot(&team, "x").unwrap().is_none());
+        cat.commit_files(&team, &[file("x", "p1", &[("a", Int64)])])
+            .unwrap();
+        cat.commit_files(&team, &[file("x", "p2", &[("b", Boolean), ("a", Float64)])])
+            .unwrap();
+        cat.commit_files(&team, &[file("x", "p3", &[("a", String)])])
+            .unwrap();
+        let snap = cat.snapshot(&team, "x").unwrap().unwrap();
+        let cols: Vec<_> = snap
+            .schema
+            .columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.ty))
+            .collect();
+        assert_eq!(cols, vec![("a", String), ("b", Boolean)]);
+        let paths: Vec<_> = snap.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, vec!["p1", "p2", "p3"]);
+        let schemas = cat.team_schemas(&team).unwrap();
+        assert_eq!(schemas["x"].columns.len(), 2);
+    }
+}

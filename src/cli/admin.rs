@@ -1,0 +1,321 @@
+//! `stowage admin …`: operator and owner actions straight on the catalog file, so they work
+//! with or without a running server and take effect on a running one at its next request.
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use crate::catalog::{Catalog, CatalogError, NewElement, Role, SecretKind};
+use crate::config::Config;
+use crate::demo::share_url;
+
+/// Admin subcommands.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Teams.
+    Team {
+        #[command(subcommand)]
+        command: TeamCommand,
+    },
+    /// Users of a team.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// Turn event ingestion on or off for a team (operator).
+    Events {
+        #[command(subcommand)]
+        command: EventsCommand,
+    },
+    /// Data API keys (x-api-key).
+    Key {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
+    /// Events tokens (X-Auth-Token).
+    Token {
+        #[command(subcommand)]
+        command: SecretCommand,
+    },
+    /// Canvases.
+    Canvas {
+        #[command(subcommand)]
+        command: CanvasCommand,
+    },
+    /// Table elements on canvases.
+    Element {
+        #[command(subcommand)]
+        command: ElementCommand,
+    },
+}
+
+/// `team …`
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Create a team.
+    Create {
+        /// Unique team name.
+        #[arg(long)]
+        name: String,
+    },
+    /// List teams.
+    List,
+}
+
+/// `user …`
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user in a team.
+    Create {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+        /// User name (unique in the team).
+        #[arg(long)]
+        name: String,
+        /// owner or member.
+        #[arg(long, value_enum)]
+        role: Role,
+    },
+}
+
+/// `events …`
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// Enable event ingestion for a team.
+    Enable {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+    },
+    /// Disable event ingestion; its tokens stop working at once.
+    Disable {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+    },
+}
+
+/// `key …` / `token …`
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Create one; the secret is shown once.
+    Create {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+        /// Id or name of an owner of the team.
+        #[arg(long)]
+        user: String,
+    },
+    /// List a team's (never the secrets).
+    List {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+    },
+    /// Revoke one by id; it stops working at once.
+    Revoke {
+        /// The key or token id.
+        #[arg(long)]
+        id: String,
+    },
+}
+
+/// `canvas …`
+#[derive(Debug, Subcommand)]
+pub enum CanvasCommand {
+    /// Create a canvas.
+    Create {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+        /// Canvas name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+/// `element …`
+#[derive(Debug, Subcommand)]
+pub enum ElementCommand {
+    /// Create a table element reading a warehouse table.
+    Create {
+        /// Canvas id.
+        #[arg(long)]
+        canvas: String,
+        /// Source warehouse table (e.g. tracks, purchased_an_item).
+        #[arg(long)]
+        table: String,
+        /// Display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Ordered subset of columns, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        columns: Option<Vec<String>>,
+    },
+}
+
+/// A command's result in both output forms.
+pub struct Output {
+    /// For `--json`.
+    pub json: Value,
+    /// For people.
+    pub human: String,
+}
+
+/// A failed admin command.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct AdminError(#[from] CatalogError);
+
+impl AdminError {
+    /// Stable code for `--json` errors.
+    pub fn code(&self) -> &'static str {
+        match self.0 {
+            CatalogError::NotFound(_) => "not_found",
+            CatalogError::Refused(_) => "refused",
+            _ => "catalog_error",
+        }
+    }
+}
+
+fn out(json: Value, human: String) -> Result<Output, AdminError> {
+    Ok(Output { json, human })
+}
+
+/// Runs one admin command against the catalog of `config`.
+pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError> {
+    let catalog = Catalog::open(&config.catalog_path())?;
+    match command {
+        AdminCommand::Team {
+            command: TeamCommand::Create { name },
+        } => {
+            let id = catalog.create_team(&name)?;
+            out(json!({"id": id}), format!("created team {name} ({id})"))
+        }
+        AdminCommand::Team {
+            command: TeamCommand::List,
+        } => {
+            let teams = catalog.list_teams()?;
+            let human = teams
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}\t{}\tevents {}",
+                        t.id,
+                        t.name,
+                        if t.events_enabled {
+                            "enabled"
+                        } else {
+                            "disabled"
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            out(json!(teams), human)
+        }
+        AdminCommand::User {
+            command: UserCommand::Create { team, name, role },
+        } => {
+            let id = catalog.create_user(&team, &name, role)?;
+            out(json!({"id": id}), format!("created user {name} ({id})"))
+        }
+        AdminCommand::Events { command } => {
+            let (team, on) = match command {
+                EventsCommand::Enable { team } => (team, true),
+                EventsCommand::Disable { team } => (team, false),
+            };
+            let t = catalog.set_events_enabled(&team, on)?;
+            let state = if on { "enabled" } else { "disabled" };
+            out(
+                json!({"id": t.id, "events_enabled": on}),
+                format!("events {state} for team {}", t.name),
+            )
+        }
+        AdminCommand::Key { command } => secrets(&catalog, SecretKind::DataKey, command),
+        AdminCommand::Token { command } => secrets(&catalog, SecretKind::EventsToken, command),
+        AdminCommand::Canvas {
+            command: CanvasCommand::Create { team, name },
+        } => {
+            let id = catalog.create_canvas(&team, &name)?;
+            out(json!({"id": id}), format!("created canvas {name} ({id})"))
+        }
+        AdminCommand::Element {
+            command:
+                ElementCommand::Create {
+                    canvas,
+                    table,
+                    name,
+                    columns,
+                },
+        } => {
+            let id = catalog.create_element(&NewElement {
+                canvas: canvas.clone(),
+                table,
+                name,
+                columns,
+            })?;
+            let base = if !config.server.app_url.is_empty() {
+                config.server.app_url.clone()
+            } else if !config.server.public_url.is_empty() {
+                config.server.public_url.clone()
+            } else {
+                format!("http://{}", config.server.listen)
+            };
+            let share = share_url(&base, &canvas, &id);
+            out(
+                json!({"id": id, "share_url": share}),
+                format!("created element {id}\nshare URL: {share}"),
+            )
+        }
+    }
+}
+
+fn secrets(
+    catalog: &Catalog,
+    kind: SecretKind,
+    command: SecretCommand,
+) -> Result<Output, AdminError> {
+    let (noun, field) = match kind {
+        SecretKind::DataKey => ("key", "key"),
+        SecretKind::EventsToken => ("token", "token"),
+    };
+    match command {
+        SecretCommand::Create { team, user } => {
+            let (id, secret) = catalog.create_secret(kind, &team, &user)?;
+            out(
+                json!({"id": id, field: secret}),
+                format!("created {noun} {id}\n{secret}\nStore it now: it is shown only once."),
+            )
+        }
+        SecretCommand::List { team } => {
+            let list = catalog.list_secrets(kind, &team)?;
+            let human = list
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{}\t{}…\tcreated by {}\t{}",
+                        s.id,
+                        s.prefix,
+                        s.created_by,
+                        if s.revoked_at.is_some() {
+                            "revoked"
+                        } else {
+                            "active"
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            out(json!(list), human)
+        }
+        SecretCommand::Revoke { id } => {
+            catalog.revoke_secret(kind, &id)?;
+            out(
+                json!({"id": id, "revoked": true}),
+                format!("revoked {noun} {id}"),
+            )
+        }
+    }
+}

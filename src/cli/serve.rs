@@ -1,0 +1,90 @@
+//! `stowage serve`: logging, the runtime, optional demo seeding, signals, graceful shutdown.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{Config, LogFormat};
+use crate::{app, demo};
+
+/// `serve` flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (overrides server.listen).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Seed a demo team, keys and elements, print curl commands, write <data-dir>/demo.json.
+    #[arg(long)]
+    pub demo: bool,
+}
+
+fn init_logging(config: &Config) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&config.log.level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if config.log.format == LogFormat::Json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs the server until SIGTERM or SIGINT, then shuts down gracefully (exit 0).
+pub fn run(config: Config, args: ServeArgs) -> ExitCode {
+    init_logging(&config);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return super::fail(false, "runtime", &e.to_string()),
+    };
+    match runtime.block_on(serve(config, args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            super::fail(false, "startup", &e.to_string())
+        }
+    }
+}
+
+async fn serve(config: Config, args: ServeArgs) -> Result<(), app::StartError> {
+    let listener = TcpListener::bind(&config.server.listen)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot listen on {} (server.listen): {e}",
+                config.server.listen
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let base = app::base_url(&config, addr);
+    let app_url = if config.server.app_url.is_empty() {
+        base.clone()
+    } else {
+        config.server.app_url.clone()
+    };
+    let data_dir = config.storage.data_dir.clone();
+    let state = app::build_state(config).await?;
+    if args.demo {
+        let info = demo::seed(&state.catalog, &data_dir, &base, &app_url)?;
+        println!("{}", demo::instructions(&info, &data_dir));
+    }
+    tracing::info!(%addr, data_dir = %data_dir.display(), "stowage listening");
+    app::serve(listener, state, shutdown_signal()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term.recv() => {},
+    }
+    tracing::info!("shutdown signal received");
+}

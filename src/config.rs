@@ -1,0 +1,529 @@
+//! Typed configuration: defaults, the TOML file, `STOWAGE_SECTION__KEY` environment overrides and
+//! command-line flags, merged in that order of increasing precedence, with errors naming the key.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+/// Everything the service can be told; `config/stowage.toml` documents each key.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// HTTP listener and public addresses.
+    pub server: ServerConfig,
+    /// Where state lives: data dir, catalog, object store.
+    pub storage: StorageConfig,
+    /// Admission limits for the ingestion endpoint.
+    pub ingest: IngestConfig,
+    /// When team buffers are written out as Parquet.
+    pub flush: FlushConfig,
+    /// Warehouse shape limits.
+    pub limits: LimitsConfig,
+    /// Parquet encoding.
+    pub parquet: ParquetConfig,
+    /// Table download.
+    pub download: DownloadConfig,
+    /// Logging.
+    pub log: LogConfig,
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on (`host:port`; port 0 picks a free one).
+    pub listen: String,
+    /// Base URL clients use to reach this service; empty means `http://<listen address>`.
+    pub public_url: String,
+    /// Base of share URLs (`{app_url}/canvas/…/element/…/new-canvas`); empty means `public_url`.
+    pub app_url: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            public_url: String::new(),
+            app_url: String::new(),
+        }
+    }
+}
+
+/// `[storage]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Directory for runtime state: the SQLite catalog, `demo.json`, the local warehouse.
+    pub data_dir: PathBuf,
+    /// Object store for the warehouse: empty for `<data_dir>/warehouse` on the local filesystem,
+    /// `file:///abs/path`, or `memory://` (tests; lost on exit).
+    pub url: String,
+    /// Path prefix inside the object store under which `teams/…` is laid out.
+    pub prefix: String,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("var"),
+            url: String::new(),
+            prefix: String::new(),
+        }
+    }
+}
+
+/// `[ingest]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// Largest accepted event body (after gzip decompression).
+    pub max_body: ByteSize,
+    /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
+    pub team_budget: ByteSize,
+    /// Bytes all teams together may hold; beyond it → 503.
+    pub global_budget: ByteSize,
+    /// `Retry-After` sent with 429/503.
+    pub retry_after: HumanDuration,
+    /// A team actor with nothing buffered stops after this long without events.
+    pub idle_timeout: HumanDuration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            max_body: ByteSize(32 * 1024),
+            team_budget: ByteSize(256 << 20),
+            global_budget: ByteSize(1 << 30),
+            retry_after: HumanDuration(Duration::from_secs(1)),
+            idle_timeout: HumanDuration(Duration::from_secs(300)),
+        }
+    }
+}
+
+/// `[flush]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlushConfig {
+    /// Flush a team when its oldest buffered row is this old (fires with no new traffic too).
+    pub interval: HumanDuration,
+    /// Flush a team when one of its tables buffers this many rows.
+    pub max_rows: usize,
+    /// Flush a team when its buffers hold this many bytes.
+    pub max_bytes: ByteSize,
+    /// First delay before retrying a failed flush; doubles up to 30 s.
+    pub retry_backoff: HumanDuration,
+}
+
+impl Default for FlushConfig {
+    fn default() -> Self {
+        Self {
+            interval: HumanDuration(Duration::from_secs(10)),
+            max_rows: 100_000,
+            max_bytes: ByteSize(64 << 20),
+            retry_backoff: HumanDuration(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most columns one warehouse table may have; an event that needs more is rejected (400).
+    pub columns_per_table: usize,
+    /// Most warehouse tables one team may have; an event that needs more is rejected (400).
+    pub tables_per_team: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            columns_per_table: 1000,
+            tables_per_team: 10_000,
+        }
+    }
+}
+
+/// `[parquet]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ParquetConfig {
+    /// ZSTD level (1–22).
+    pub zstd_level: i32,
+    /// Most rows per row group.
+    pub row_group_rows: usize,
+}
+
+impl Default for ParquetConfig {
+    fn default() -> Self {
+        Self {
+            zstd_level: 3,
+            row_group_rows: 100_000,
+        }
+    }
+}
+
+/// `[download]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DownloadConfig {
+    /// Rows per Arrow batch read from Parquet and encoded as one response chunk.
+    pub batch_rows: usize,
+}
+
+impl Default for DownloadConfig {
+    fn default() -> Self {
+        Self { batch_rows: 8192 }
+    }
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `human` or `json`.
+    pub format: LogFormat,
+    /// A `tracing` filter, e.g. `info` or `stowage=debug,info`; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Human,
+            level: "info".into(),
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Readable single lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A duration written like `"10s"`, `"200ms"` or `"5m"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(s.trim())
+            .map(HumanDuration)
+            .map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "invalid duration {s:?} ({e}); write e.g. \"10s\" or \"200ms\""
+                ))
+            })
+    }
+}
+
+/// A byte size written like `"64MiB"`, `"32KiB"`, `"1GB"` or a plain integer of bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(ByteSize(n)),
+            Raw::Str(s) => parse_size(&s).map(ByteSize).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "invalid size {s:?}; write e.g. \"64MiB\", \"32KiB\" or a number of bytes"
+                ))
+            }),
+        }
+    }
+}
+
+/// Parses `"64MiB"`, `"1.5 GB"`, `"512"`; binary (KiB) and decimal (KB) units.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "t" | "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        _ => return None,
+    };
+    let v = num * mult as f64;
+    (v.is_finite() && v >= 0.0).then_some(v as u64)
+}
+
+/// A start-up configuration problem; the message names the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML.
+    #[error("config file {path} is not valid TOML: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// Parser message.
+        message: String,
+    },
+    /// A key has a bad value or is unknown.
+    #[error("config key `{key}`: {message}")]
+    Value {
+        /// `section.key`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Flag values that override everything else (`serve --listen`, `--data-dir`).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--listen`
+    pub listen: Option<String>,
+    /// `--data-dir`
+    pub data_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Loads the config: defaults < `file` < `STOWAGE_*__*` variables in `env` < `overrides`.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut root = toml::Table::new();
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.into(),
+                source,
+            })?;
+            root = text
+                .parse::<toml::Table>()
+                .map_err(|e| ConfigError::Syntax {
+                    path: path.into(),
+                    message: e.to_string(),
+                })?;
+        }
+        for (name, value) in env {
+            let Some(rest) = name.strip_prefix("STOWAGE_") else {
+                continue;
+            };
+            let Some((section, key)) = rest.split_once("__") else {
+                continue;
+            };
+            set(
+                &mut root,
+                &section.to_lowercase(),
+                &key.to_lowercase(),
+                env_value(&value),
+            );
+        }
+        if let Some(listen) = &overrides.listen {
+            set(
+                &mut root,
+                "server",
+                "listen",
+                toml::Value::String(listen.clone()),
+            );
+        }
+        if let Some(dir) = &overrides.data_dir {
+            let dir = dir.to_string_lossy().into_owned();
+            set(&mut root, "storage", "data_dir", toml::Value::String(dir));
+        }
+        let config: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(root)).map_err(|e| {
+                ConfigError::Value {
+                    key: e.path().to_string(),
+                    message: e.inner().message().to_string(),
+                }
+            })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Defaults suited to tests: memory-light budgets and a short flush interval.
+    pub fn for_tests(data_dir: &Path) -> Config {
+        let mut c = Config::default();
+        c.server.listen = "127.0.0.1:0".into();
+        c.storage.data_dir = data_dir.into();
+        c.flush.interval = HumanDuration(Duration::from_secs(3600));
+        c.log.level = "warn".into();
+        c
+    }
+
+    /// Cross-key rules serde cannot express.
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, message: &str| {
+            Err(ConfigError::Value {
+                key: key.into(),
+                message: message.into(),
+            })
+        };
+        if self.flush.interval.0.is_zero() {
+            return bad("flush.interval", "must be greater than zero");
+        }
+        if self.flush.max_rows == 0 {
+            return bad("flush.max_rows", "must be at least 1");
+        }
+        if self.ingest.max_body.0 == 0 {
+            return bad("ingest.max_body", "must be greater than zero");
+        }
+        if self.ingest.team_budget.0 > self.ingest.global_budget.0 {
+            return bad("ingest.team_budget", "must not exceed ingest.global_budget");
+        }
+        if !(1..=22).contains(&self.parquet.zstd_level) {
+            return bad("parquet.zstd_level", "must be between 1 and 22");
+        }
+        if self.parquet.row_group_rows == 0 || self.download.batch_rows == 0 {
+            return bad("parquet.row_group_rows", "row counts must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Path of the SQLite catalog.
+    pub fn catalog_path(&self) -> PathBuf {
+        self.storage.data_dir.join("catalog.sqlite")
+    }
+}
+
+fn set(root: &mut toml::Table, section: &str, key: &str, value: toml::Value) {
+    let entry = root
+        .entry(section.to_string())
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if let toml::Value::Table(t) = entry {
+        t.insert(key.to_string(), value);
+    }
+}
+
+/// An environment value is read as a TOML scalar when it is one (`1000`, `true`), else as a string.
+fn env_value(raw: &str) -> toml::Value {
+    format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .filter(|v| !v.is_table() && !v.is_array())
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("32 KiB"), Some(32 << 10));
+        assert_eq!(parse_size("1GB"), Some(1_000_000_000));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("12 parsecs"), None);
+    }
+
+    #[test]
+    fn precedence_is_flag_env_file_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.toml");
+        std::fs::write(
+            &file,
+            "[flush]\ninterval = \"5s\"\nmax_rows = 7\n[server]\nlisten = \"1.2.3.4:1\"\n",
+        )
+        .unwrap();
+        let c = Config::load(
+            Some(&file),
+            env(&[
+                ("STOWAGE_FLUSH__INTERVAL", "200ms"),
+                ("STOWAGE_SERVER__LISTEN", "0.0.0.0:9"),
+            ]),
+            &Overrides {
+                listen: Some("127.0.0.1:0".into()),
+                data_dir: None,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            c.flush.interval.0,
+            Duration::from_millis(200),
+            "env beats file"
+        );
+        assert_eq!(c.flush.max_rows, 7, "file beats default");
+        assert_eq!(c.server.listen, "127.0.0.1:0", "flag beats env");
+        assert_eq!(c.ingest.max_body.0, 32 * 1024, "default");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let err = Config::load(
+            None,
+            env(&[("STOWAGE_FLUSH__INTERVAL", "soon")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("flush.interval"), "{err}");
+        let err = Config::load(
+            None,
+            env(&[("STOWAGE_INGEST__MAX_BODY", "lots")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ingest.max_body"), "{err}");
+        let err = Config::load(
+            None,
+            env(&[("STOWAGE_FLUSH__NOPE", "1")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn documented_config_file_matches_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/stowage.toml");
+        let c = Config::load(Some(&path), Vec::new(), &Overrides::default()).unwrap();
+        let d = Config::default();
+        assert_eq!(c.flush.interval, d.flush.interval);
+        assert_eq!(c.flush.max_rows, d.flush.max_rows);
+        assert_eq!(c.flush.max_bytes, d.flush.max_bytes);
+        assert_eq!(c.ingest.max_body, d.ingest.max_body);
+        assert_eq!(c.ingest.team_budget, d.ingest.team_budget);
+        assert_eq!(c.ingest.global_budget, d.ingest.global_budget);
+        assert_eq!(c.server.listen, d.server.listen);
+        assert_eq!(c.storage.data_dir, d.storage.data_dir);
+        assert_eq!(c.limits.columns_per_table, d.limits.columns_per_table);
+        assert_eq!(c.parquet.zstd_level, d.parquet.zstd_level);
+        assert_eq!(c.download.batch_rows, d.download.batch_rows);
+    }
+}

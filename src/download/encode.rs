@@ -1,0 +1,200 @@
+//! The JSON response encoding: `{"meta": [...], "data": [rows...], "rows": N, "next_cursor": …}`
+//! written batch by batch. Timestamps are RFC 3339 UTC with `Z` (as many fraction digits as the
+//! value needs: 0, 3 or 6), NaN and infinities are null, nulls are explicit.
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
+use arrow::record_batch::RecordBatch;
+
+use crate::warehouse::schema::TableSchema;
+
+/// Encodes one JSON response.
+pub struct JsonEncoder {
+    /// `"name":` for each column, escaped once.
+    keys: Vec<Vec<u8>>,
+    rows: u64,
+}
+
+impl JsonEncoder {
+    /// An encoder for `schema`'s columns.
+    pub fn new(schema: &TableSchema) -> Self {
+        let keys = schema
+            .columns
+            .iter()
+            .map(|c| {
+                let mut k = serde_json::to_vec(&c.name).expect("strings serialise");
+                k.push(b':');
+                k
+            })
+            .collect();
+        Self { keys, rows: 0 }
+    }
+
+    /// `{"meta":[…],"data":[`
+    pub fn header(schema: &TableSchema) -> Vec<u8> {
+        let meta: Vec<_> = schema
+            .columns
+            .iter()
+            .map(|c| serde_json::json!({"name": c.name, "type": c.ty.as_str()}))
+            .collect();
+        let mut out = b"{\"meta\":".to_vec();
+        serde_json::to_writer(&mut out, &meta).expect("in-memory write");
+        out.extend_from_slice(b",\"data\":[");
+        out
+    }
+
+    /// Appends the batch's rows to `out`.
+    pub fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) {
+        for row in 0..batch.num_rows() {
+            out.extend_from_slice(if self.rows == 0 { b"\n{" } else { b",\n{" });
+            for (i, col) in batch.columns().iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&self.keys[i]);
+                write_value(col.as_ref(), row, out);
+            }
+            out.push(b'}');
+            self.rows += 1;
+        }
+    }
+
+    /// `],"rows":N,"next_cursor":null}`
+    pub fn footer(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(48);
+        if self.rows > 0 {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(b"],\"rows\":");
+        out.extend_from_slice(itoa::Buffer::new().format(self.rows).as_bytes());
+        out.extend_from_slice(b",\"next_cursor\":null}\n");
+        out
+    }
+
+    /// Rows written so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+}
+
+fn write_value(col: &dyn Array, row: usize, out: &mut Vec<u8>) {
+    if col.is_null(row) {
+        out.extend_from_slice(b"null");
+        return;
+    }
+    match col.data_type() {
+        DataType::Utf8 => serde_json::to_writer(&mut *out, col.as_string::<i32>().value(row))
+            .expect("in-memory write"),
+        DataType::Int64 => out.extend_from_slice(
+            itoa::Buffer::new()
+                .format(col.as_primitive::<Int64Type>().value(row))
+                .as_bytes(),
+        ),
+        DataType::Float64 => {
+            let v = col.as_primitive::<Float64Type>().value(row);
+            if v.is_finite() {
+                out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+            } else {
+                out.extend_from_slice(b"null");
+            }
+        }
+        DataType::Boolean => out.extend_from_slice(if col.as_boolean().value(row) {
+            b"true"
+        } else {
+            b"false"
+        }),
+        DataType::Timestamp(_, _) => {
+            out.push(b'"');
+            write_rfc3339(
+                col.as_primitive::<TimestampMicrosecondType>().value(row),
+                out,
+            );
+            out.push(b'"');
+        }
+        other => unreachable!("the reader only yields warehouse types, got {other}"),
+    }
+}
+
+/// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
+pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
+    let secs = micros.div_euclid(1_000_000);
+    let frac = micros.rem_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let two = |out: &mut Vec<u8>, v: i64| {
+        out.push(b'0' + (v / 10) as u8);
+        out.push(b'0' + (v % 10) as u8);
+    };
+    if (0..=9999).contains(&y) {
+        two(out, y / 100);
+        two(out, y % 100);
+    } else {
+        out.extend_from_slice(format!("{y:+}").as_bytes());
+    }
+    out.push(b'-');
+    two(out, m);
+    out.push(b'-');
+    two(out, d);
+    out.push(b'T');
+    two(out, sod / 3600);
+    out.push(b':');
+    two(out, sod / 60 % 60);
+    out.push(b':');
+    two(out, sod % 60);
+    if frac != 0 {
+        let (v, digits) = if frac % 1000 == 0 {
+            (frac / 1000, 3)
+        } else {
+            (frac, 6)
+        };
+        out.push(b'.');
+        let s = format!("{v:0digits$}");
+        out.extend_from_slice(s.as_bytes());
+    }
+    out.push(b'Z');
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(micros: i64) -> String {
+        let mut v = Vec::new();
+        write_rfc3339(micros, &mut v);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn timestamps_match_chrono() {
+        assert_eq!(ts(1_354_408_208_276_000), "2012-12-02T00:30:08.276Z");
+        assert_eq!(ts(1_354_408_208_000_000), "2012-12-02T00:30:08Z");
+        assert_eq!(ts(1_354_408_208_000_001), "2012-12-02T00:30:08.000001Z");
+        for micros in [
+            0i64,
+            -1,
+            951_782_400_123_456,
+            4_102_444_799_999_999,
+            -2_208_988_800_000_000,
+        ] {
+            let chrono = chrono::DateTime::from_timestamp_micros(micros)
+                .unwrap()
+                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            assert_eq!(ts(micros), chrono, "{micros}");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! The download request body (SPEC §3.1) and its validation.
+
+use serde::Deserialize;
+
+use crate::error::ApiError;
+
+/// What a client asks for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DownloadRequest {
+    /// Canvas id.
+    pub canvas_id: String,
+    /// Element id.
+    pub element_id: String,
+    /// Output format; only `json` for now.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// Ordered subset of the element's columns.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// Most rows to return.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// Parses and checks the body.
+pub fn parse(body: &[u8]) -> Result<DownloadRequest, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+    })?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request(
+            "invalid_body",
+            "body must be a JSON object",
+        ));
+    }
+    for field in ["canvasId", "elementId"] {
+        match value.get(field) {
+            Some(serde_json::Value::String(s)) if !s.is_empty() => {}
+            Some(serde_json::Value::String(_)) | None | Some(serde_json::Value::Null) => {
+                return Err(
+                    ApiError::bad_request("missing_field", format!("{field} is required"))
+                        .field(field),
+                );
+            }
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "invalid_field",
+                    format!("{field} must be a string"),
+                )
+                .field(field));
+            }
+        }
+    }
+    let req: DownloadRequest = serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        ApiError::bad_request("invalid_field", format!("{field}: {}", e.inner())).field(field)
+    })?;
+    if let Some(f) = &req.format
+        && f != "json"
+    {
+        return Err(ApiError::bad_request(
+            "unsupported_format",
+            format!("format {f:?} is not supported; use \"json\""),
+        )
+        .field("format"));
+    }
+    Ok(req)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_fields() {
+        assert!(parse(br#"{"canvasId":"c","elementId":"e","columns":["a"],"limit":5}"#).is_ok());
+        assert_eq!(parse(b"nope").unwrap_err().code, "invalid_json");
+        assert_eq!(parse(b"[]").unwrap_err().code, "invalid_body");
+        assert_eq!(
+            parse(br#"{"elementId":"e"}"#).unwrap_err().field.as_deref(),
+            Some("canvasId")
+        );
+        assert_eq!(
+            parse(br#"{"canvasId":1,"elementId":"e"}"#)
+                .unwrap_err()
+                .code,
+            "invalid_field"
+        );
+        let e = parse(br#"{"canvasId":"c","elementId":"e","limit":-1}"#).unwrap_err();
+        assert_eq!(
+            (e.code, e.field.as_deref()),
+            ("invalid_field", Some("limit"))
+        );
+        assert_eq!(
+            parse(br#"{"canvasId":"c","elementId":"e","format":"xml"}"#)
+                .unwrap_err()
+                .code,
+            "unsupported_format"
+        );
+    }
+}

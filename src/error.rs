@@ -1,0 +1,129 @@
+//! The HTTP edge's error type: every failure a client can see, with its status, its stable
+//! snake_case code and the JSON body `{"error": {"code", "message", "field"}}`.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// A client-visible error. Internal causes are logged, never sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// Human text.
+    pub message: String,
+    /// JSON path of the offending field, when there is one.
+    pub field: Option<String>,
+    /// `Retry-After` for 429/503.
+    pub retry_after: Option<Duration>,
+    /// `Allow` for 405.
+    pub allow: Option<&'static str>,
+}
+
+impl ApiError {
+    /// An error with a status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            field: None,
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    /// 400 with a code.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// Names the offending field.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    /// Adds `Retry-After`.
+    pub fn retry_after(mut self, after: Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// 404 `not_found`, the same whether the thing is missing or someone else's.
+    pub fn not_found() -> Self {
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such canvas or element for this key",
+        )
+    }
+
+    /// 405 with `Allow`.
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        let mut e = Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!("this endpoint only accepts {allow}"),
+        );
+        e.allow = Some(allow);
+        e
+    }
+
+    /// 500 that hides the cause (which the caller has logged).
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the request was not completed",
+        )
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        let mut err = json!({"code": self.code, "message": self.message});
+        if let Some(f) = &self.field {
+            err["field"] = json!(f);
+        }
+        json!({ "error": err })
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            self.body().to_string(),
+        )
+            .into_response();
+        if let Some(after) = self.retry_after {
+            let secs = after.as_secs_f64().ceil().max(1.0) as u64;
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(allow) = self.allow {
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
+        resp
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for ApiError {}

@@ -1,0 +1,85 @@
+//! Reading request bodies under a size limit, with `Content-Encoding: gzip` decoded (the
+//! decompressed size is what counts), and header helpers shared by the handlers.
+
+use std::io::Read;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use bytes::Bytes;
+
+use crate::error::ApiError;
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("body is larger than {limit} bytes"),
+    )
+}
+
+/// Reads the whole body, refusing more than `limit` bytes (after decompression).
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_ascii_lowercase());
+    let gzip = match encoding.as_deref() {
+        None | Some("") | Some("identity") => false,
+        Some("gzip") | Some("x-gzip") => true,
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_encoding",
+                format!("Content-Encoding {other:?} is not supported; use gzip or none"),
+            ));
+        }
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let inner = e.into_inner();
+        if inner.is::<http_body_util::LengthLimitError>() {
+            too_large(limit)
+        } else {
+            ApiError::bad_request("invalid_body", format!("could not read the body: {inner}"))
+        }
+    })?;
+    if !gzip {
+        return Ok(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len() * 4);
+    flate2::read::GzDecoder::new(&raw[..])
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            ApiError::bad_request("invalid_gzip", format!("body is not valid gzip: {e}"))
+        })?;
+    if out.len() > limit {
+        return Err(too_large(limit));
+    }
+    Ok(out.into())
+}
+
+/// A header's value as text, if present and readable.
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// Whether `Content-Type` is `application/json` (any parameters).
+pub fn is_json(headers: &HeaderMap) -> bool {
+    header_str(headers, header::CONTENT_TYPE.as_str())
+        .and_then(|ct| ct.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}

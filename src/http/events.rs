@@ -1,0 +1,112 @@
+//! `POST /v1/event`: authenticate the events token, check the content type and size, validate
+//! the event, and submit it. `200 {"success":true,"id":…}` once [`Ingest::submit`] accepts it.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use serde_json::{Value, json};
+use tracing::error;
+
+use super::AppState;
+use super::body::{header_str, is_json, read_limited};
+use crate::catalog::{TeamId, TokenAuth};
+use crate::error::ApiError;
+use crate::ingest::event::parse_event;
+use crate::ingest::team::AppendError;
+use crate::ingest::{Ingest, IngestError};
+
+/// Handler for a single event.
+pub async fn post_event(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let received_at = chrono::Utc::now();
+    let team = authenticate(&state, &headers)?;
+    if !is_json(&headers) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Content-Type must be application/json",
+        ));
+    }
+    let body = read_limited(&headers, body, state.config.ingest.max_body.0 as usize).await?;
+    let rows = parse_event(&body, received_at, state.config.limits.columns_per_table)?;
+    let id = rows.id.clone();
+    submit(&state.ingest, &team, rows, &state).await?;
+    // Written by hand so `success` comes first, as in SPEC §2.1.
+    Ok(Json(json!({"success": true, "id": id})))
+}
+
+/// The team of a valid events token, or the 401/403 that explains why not.
+pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiError> {
+    let Some(token) = header_str(headers, "x-auth-token").filter(|t| !t.is_empty()) else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing_token",
+            "X-Auth-Token header is required",
+        ));
+    };
+    match state.catalog.auth_events_token(token) {
+        Ok(TokenAuth::Team(team)) => Ok(team),
+        Ok(TokenAuth::EventsDisabled) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "events_disabled",
+            "event ingestion is not enabled for this team; ask the operator to enable it",
+        )),
+        Ok(TokenAuth::Invalid) => Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+            "the events token is unknown or revoked",
+        )),
+        Err(e) => {
+            error!(error = %e, "catalog unavailable during token check");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "catalog unavailable; retry",
+            )
+            .retry_after(state.config.ingest.retry_after.0))
+        }
+    }
+}
+
+async fn submit(
+    ingest: &Ingest,
+    team: &TeamId,
+    rows: crate::ingest::event::EventRows,
+    state: &AppState,
+) -> Result<(), ApiError> {
+    let retry = state.config.ingest.retry_after.0;
+    ingest.submit(team, rows).await.map_err(|e| match e {
+        IngestError::TeamBufferFull => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "team_buffer_full",
+            "this team's buffer is full; retry after the indicated delay",
+        )
+        .retry_after(retry),
+        IngestError::Overloaded => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is at capacity; retry later",
+        )
+        .retry_after(retry),
+        IngestError::ShuttingDown => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down; retry",
+        )
+        .retry_after(retry),
+        IngestError::Append(AppendError::TooManyTables(_)) => {
+            ApiError::bad_request("too_many_tables", e.to_string()).field("event")
+        }
+        IngestError::Append(AppendError::TooManyColumns { .. }) => {
+            ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
+        }
+        IngestError::Append(AppendError::Internal(_)) | IngestError::Unavailable(_) => {
+            error!(team = %team, error = %e, "event not accepted");
+            ApiError::internal()
+        }
+    })
+}

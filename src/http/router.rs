@@ -1,0 +1,50 @@
+//! Routes and shared state. Every error, including unknown paths and wrong methods, is the JSON
+//! error body.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use object_store::ObjectStore;
+
+use super::{events, health, tables};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::ingest::Ingest;
+
+/// Everything handlers share: one clone-able struct of `Arc`s.
+#[derive(Clone)]
+pub struct AppState {
+    /// Effective configuration.
+    pub config: Arc<Config>,
+    /// Teams, secrets, elements, tables, files.
+    pub catalog: Arc<Catalog>,
+    /// Event ingestion.
+    pub ingest: Arc<Ingest>,
+    /// The warehouse.
+    pub store: Arc<dyn ObjectStore>,
+}
+
+/// The service's routes.
+pub fn router(state: AppState) -> Router {
+    let download =
+        post(tables::download).fallback(|| async { ApiError::method_not_allowed("POST") });
+    Router::new()
+        .route(
+            "/v1/event",
+            post(events::post_event).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route("/data/table", download.clone())
+        .route("/api/data/table", download)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .fallback(|| async {
+            ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "not_found",
+                "no such endpoint",
+            )
+        })
+        .with_state(state)
+}

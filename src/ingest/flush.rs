@@ -1,0 +1,198 @@
+//! One flush of a team's buffers, off the actor's loop: split each table's batch by
+//! `received_at` day, encode Parquet on a blocking thread, put every object, then commit them all
+//! in one catalog transaction. Order is fixed: file first, catalog second, buffer bytes released
+//! last, so every row is always in exactly one visible place. Failed puts and commits retry with
+//! backoff; the data stays buffered (and counted against the budgets) until they succeed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{Array, AsArray, BooleanArray};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::TimestampMicrosecondType;
+use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use tracing::{error, info, warn};
+
+use crate::catalog::{Catalog, NewDataFile, TeamId};
+use crate::config::ParquetConfig;
+use crate::warehouse::layout::DataFilePath;
+use crate::warehouse::schema::TableSchema;
+use crate::warehouse::writer;
+
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// What every flush needs, shared by all teams.
+#[derive(Debug, Clone)]
+pub struct FlushCtx {
+    /// Where files are committed.
+    pub catalog: Arc<Catalog>,
+    /// Where files are written.
+    pub store: Arc<dyn ObjectStore>,
+    /// Encoding settings.
+    pub parquet: ParquetConfig,
+    /// Object path prefix.
+    pub prefix: String,
+    /// First retry delay.
+    pub retry_backoff: Duration,
+}
+
+/// Buffers taken from a team actor.
+pub struct FlushJob {
+    /// Whose.
+    pub team: TeamId,
+    /// One batch per table, rows in ingestion order.
+    pub tables: Vec<(String, RecordBatch)>,
+}
+
+/// What a finished flush reports back.
+#[derive(Debug, Default)]
+pub struct FlushOutcome {
+    /// Schemas of the committed files, per table.
+    pub schemas: Vec<(String, TableSchema)>,
+    /// Rows committed.
+    pub rows: u64,
+    /// Object bytes written.
+    pub bytes: u64,
+}
+
+/// Runs a flush to completion (retrying storage and catalog failures).
+pub async fn run(ctx: &FlushCtx, job: FlushJob) -> FlushOutcome {
+    let started = std::time::Instant::now();
+    let team = job.team.clone();
+    let enc_ctx = ctx.clone();
+    let encoded = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job)).await;
+    let files = match encoded {
+        Ok(files) => files,
+        Err(e) => {
+            error!(team = %team, error = %e, "parquet encoding panicked; this flush's rows are lost");
+            return FlushOutcome::default();
+        }
+    };
+    let mut outcome = FlushOutcome::default();
+    for (meta, data) in &files {
+        let path = object_store::path::Path::from(meta.path.as_str());
+        retry(ctx.retry_backoff, "put", &meta.path, || {
+            ctx.store.put(&path, PutPayload::from(data.clone()))
+        })
+        .await;
+        outcome.rows += meta.rows;
+        outcome.bytes += meta.bytes;
+        outcome
+            .schemas
+            .push((meta.table.clone(), meta.schema.clone()));
+    }
+    let metas: Arc<Vec<NewDataFile>> = Arc::new(files.into_iter().map(|(m, _)| m).collect());
+    retry(ctx.retry_backoff, "commit", team.as_str(), || {
+        let (catalog, team, metas) = (ctx.catalog.clone(), team.clone(), metas.clone());
+        async move {
+            tokio::task::spawn_blocking(move || catalog.commit_files(&team, &metas))
+                .await
+                .map_err(|e| crate::catalog::CatalogError::NotFound(format!("commit task: {e}")))?
+        }
+    })
+    .await;
+    info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes,
+          ms = started.elapsed().as_millis() as u64, "flushed");
+    outcome
+}
+
+/// Retries `op` with doubling backoff until it succeeds.
+async fn retry<T, E, F, Fut>(first: Duration, what: &str, subject: &str, mut op: F) -> T
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let mut delay = first;
+    loop {
+        match op().await {
+            Ok(v) => return v,
+            Err(e) => {
+                warn!(%subject, error = %e, retry_in_ms = delay.as_millis() as u64, "flush {what} failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// Encodes every table's batch, one file per `received_at` day.
+fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Vec<(NewDataFile, Bytes)> {
+    let mut out = Vec::new();
+    for (table, batch) in &job.tables {
+        for (day, part) in split_by_day(batch) {
+            let date = chrono::DateTime::from_timestamp_micros(day * MICROS_PER_DAY)
+                .expect("day is in range")
+                .date_naive();
+            let file_id = uuid::Uuid::now_v7().simple().to_string();
+            let path = DataFilePath::new(&ctx.prefix, job.team.as_str(), table, date, &file_id);
+            let data = match writer::encode(&part, &ctx.parquet) {
+                Ok(d) => d,
+                Err(e) => {
+                    error!(team = %job.team, %table, error = %e, rows = part.num_rows(), "parquet encoding failed; rows lost");
+                    continue;
+                }
+            };
+            let (min_ts, max_ts) = ts_range(&part);
+            out.push((
+                NewDataFile {
+                    table: table.clone(),
+                    path: path.as_str().to_string(),
+                    partition: format!("date={}", date.format("%Y-%m-%d")),
+                    rows: part.num_rows() as u64,
+                    bytes: data.len() as u64,
+                    min_ts,
+                    max_ts,
+                    schema: TableSchema::from_arrow(&part.schema()),
+                },
+                data,
+            ));
+        }
+    }
+    out
+}
+
+/// Splits rows by the UTC day of `received_at`, keeping row order within each day.
+fn split_by_day(batch: &RecordBatch) -> Vec<(i64, RecordBatch)> {
+    let Some(col) = batch.column_by_name("received_at") else {
+        return vec![(0, batch.clone())];
+    };
+    let ts = col.as_primitive::<TimestampMicrosecondType>();
+    let days: Vec<i64> = ts
+        .iter()
+        .map(|v| v.unwrap_or(0).div_euclid(MICROS_PER_DAY))
+        .collect();
+    let first = days.first().copied().unwrap_or(0);
+    if days.iter().all(|d| *d == first) {
+        return vec![(first, batch.clone())];
+    }
+    let mut distinct: Vec<i64> = Vec::new();
+    for d in &days {
+        if !distinct.contains(d) {
+            distinct.push(*d);
+        }
+    }
+    distinct
+        .into_iter()
+        .map(|day| {
+            let mask = BooleanArray::from(days.iter().map(|d| *d == day).collect::<Vec<_>>());
+            (
+                day,
+                filter_record_batch(batch, &mask).expect("mask matches batch length"),
+            )
+        })
+        .collect()
+}
+
+fn ts_range(batch: &RecordBatch) -> (Option<i64>, Option<i64>) {
+    match batch.column_by_name("timestamp") {
+        Some(col) if col.null_count() < col.len() => {
+            let ts = col.as_primitive::<TimestampMicrosecondType>();
+            (arrow::compute::min(ts), arrow::compute::max(ts))
+        }
+        _ => (None, None),
+    }
+}

@@ -1,0 +1,25 @@
+//! stowage: event ingestion into per-team Parquet warehouses, and streamed table downloads.
+//!
+//! Data flow. A tracker's `POST /v1/event` enters [`http`], is authenticated against the
+//! [`catalog`], and validated and mapped to warehouse rows by [`ingest::event`] (names and types
+//! from [`warehouse::naming`] and [`warehouse::schema`]). [`ingest::admission`] checks the byte
+//! budgets, then [`ingest::Ingest::submit`] — the single acknowledgement point — hands the rows to
+//! the team's actor ([`ingest::team`]), which buffers them per table in Arrow builders. On a timer,
+//! a row count or a byte size, the actor hands its buffers to [`ingest::flush`], which encodes
+//! Parquet off the actor loop ([`warehouse::writer`]), puts the file in the object store under the
+//! [`warehouse::layout`] path, commits it to the catalog, and only then releases the buffer. A
+//! download (`POST /data/table`) resolves the element in the catalog, takes a snapshot of the
+//! table's committed files, reads them with Arrow ([`warehouse::reader`]) and streams them out
+//! batch by batch through [`download`].
+
+pub mod app;
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod download;
+pub mod error;
+pub mod http;
+pub mod ingest;
+pub mod store;
+pub mod warehouse;

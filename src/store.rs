@@ -1,0 +1,41 @@
+//! Opens the warehouse object store named by `storage.url`.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+
+use crate::config::{Config, ConfigError};
+
+/// The store for `config`: local filesystem by default, `file:///…`, or `memory://`.
+pub fn open(config: &Config) -> Result<Arc<dyn ObjectStore>, ConfigError> {
+    let url = config.storage.url.trim();
+    let bad = |message: String| ConfigError::Value {
+        key: "storage.url".into(),
+        message,
+    };
+    let local = |dir: std::path::PathBuf| -> Result<Arc<dyn ObjectStore>, ConfigError> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+        let fs = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|e| bad(format!("cannot open {}: {e}", dir.display())))?;
+        Ok(Arc::new(fs.with_automatic_cleanup(true)))
+    };
+    if url.is_empty() {
+        local(config.storage.data_dir.join("warehouse"))
+    } else if url == "memory://" || url == "memory:///" {
+        Ok(Arc::new(InMemory::new()))
+    } else if let Some(path) = url.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(bad(format!(
+                "{url:?}: a file:// URL needs an absolute path"
+            )));
+        }
+        local(path.into())
+    } else {
+        Err(bad(format!(
+            "{url:?} is not supported; use \"\" (local, under data_dir), \"file:///abs/path\" or \"memory://\""
+        )))
+    }
+}

@@ -1,0 +1,9 @@
+//! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
+//! files live ([`layout`]), and how Parquet is written ([`writer`]) and read back ([`reader`]).
+
+pub mod layout;
+pub mod naming;
+pub mod object_reader;
+pub mod reader;
+pub mod schema;
+pub mod writer;

@@ -1,0 +1,106 @@
+//! Warehouse names (SPEC §4.2): snake_case, `[a-z0-9_]`, ≤ 128 chars, reserved-name rules.
+
+/// Longest table or column name.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Standard columns every event row carries (when present), in table order.
+pub const STANDARD_COLUMNS: &[&str] = &[
+    "id",
+    "event",
+    "event_text",
+    "timestamp",
+    "received_at",
+    "original_timestamp",
+    "sent_at",
+    "user_id",
+    "anonymous_id",
+];
+
+/// Normalises a name: camelCase → snake_case, lowercase, other characters → `_`, runs of `_`
+/// collapsed, trimmed, a leading digit prefixed with `_`, cut to 128 chars. May return "".
+pub fn normalize(raw: &str) -> String {
+    let chars: Vec<char> = raw.chars().collect();
+    let mut out = String::with_capacity(raw.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if prev.is_ascii_lowercase()
+                || prev.is_ascii_digit()
+                || (prev.is_ascii_uppercase() && next_lower)
+            {
+                out.push('_');
+            }
+        }
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let mut s: String = out.trim_matches('_').to_string();
+    while s.contains("__") {
+        s = s.replace("__", "_");
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, '_');
+    }
+    if s.len() > MAX_NAME_LEN {
+        s.truncate(MAX_NAME_LEN);
+        // A cut can leave a trailing `_`; names never end in one.
+        while s.ends_with('_') {
+            s.pop();
+        }
+    }
+    s
+}
+
+/// The table an event lands in: `normalize(event)`, with `tracks` renamed to `tracks_event`.
+/// `None` when the name normalises to nothing.
+pub fn event_table(event: &str) -> Option<String> {
+    let name = normalize(event);
+    match name.as_str() {
+        "" => None,
+        "tracks" => Some("tracks_event".into()),
+        _ => Some(name),
+    }
+}
+
+/// The column a property is stored in: names that collide with a standard column (or the
+/// `context_` namespace) get a `property_` prefix.
+pub fn property_column(normalized: &str) -> String {
+    if STANDARD_COLUMNS.contains(&normalized) || normalized.starts_with("context_") {
+        let mut s = format!("property_{normalized}");
+        s.truncate(MAX_NAME_LEN);
+        s
+    } else {
+        normalized.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_case_examples() {
+        assert_eq!(normalize("shippingMethod"), "shipping_method");
+        assert_eq!(normalize("Purchased an Item"), "purchased_an_item");
+        assert_eq!(normalize("HTTPRequest"), "http_request");
+        assert_eq!(normalize("userID"), "user_id");
+        assert_eq!(normalize("  weird--Name!! "), "weird_name");
+        assert_eq!(normalize("1st place"), "_1st_place");
+        assert_eq!(normalize("été"), "t");
+        assert_eq!(normalize("!!!"), "");
+        assert_eq!(normalize(&"a".repeat(300)).len(), MAX_NAME_LEN);
+    }
+
+    #[test]
+    fn reserved_names() {
+        assert_eq!(event_table("Tracks").as_deref(), Some("tracks_event"));
+        assert_eq!(event_table("???"), None);
+        assert_eq!(property_column("timestamp"), "property_timestamp");
+        assert_eq!(property_column("context_ip"), "property_context_ip");
+        assert_eq!(property_column("revenue"), "revenue");
+    }
+}

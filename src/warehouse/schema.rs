@@ -1,0 +1,184 @@
+//! Column types, their Arrow forms, and widening (SPEC §4.2): int64 + float64 → float64;
+//! anything + string → string; boolean + number → string. Table schemas only ever widen.
+
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// The five warehouse column types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    /// UTF-8 text.
+    String,
+    /// 64-bit signed integer.
+    Int64,
+    /// 64-bit float.
+    Float64,
+    /// true/false.
+    Boolean,
+    /// Microseconds since the epoch, UTC.
+    Timestamp,
+}
+
+impl ColumnType {
+    /// The name used in the catalog and in download `meta`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ColumnType::String => "string",
+            ColumnType::Int64 => "int64",
+            ColumnType::Float64 => "float64",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Timestamp => "timestamp",
+        }
+    }
+
+    /// Parses [`ColumnType::as_str`].
+    pub fn parse(s: &str) -> Option<ColumnType> {
+        Some(match s {
+            "string" => ColumnType::String,
+            "int64" => ColumnType::Int64,
+            "float64" => ColumnType::Float64,
+            "boolean" => ColumnType::Boolean,
+            "timestamp" => ColumnType::Timestamp,
+            _ => return None,
+        })
+    }
+
+    /// The Arrow type stored in Parquet and read back.
+    pub fn arrow(self) -> DataType {
+        match self {
+            ColumnType::String => DataType::Utf8,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::Float64 => DataType::Float64,
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        }
+    }
+
+    /// The warehouse type of an Arrow type, for the types stowage writes.
+    pub fn from_arrow(dt: &DataType) -> Option<ColumnType> {
+        Some(match dt {
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::String,
+            DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
+                ColumnType::Int64
+            }
+            DataType::Float64 | DataType::Float32 => ColumnType::Float64,
+            DataType::Boolean => ColumnType::Boolean,
+            DataType::Timestamp(_, _) => ColumnType::Timestamp,
+            _ => return None,
+        })
+    }
+
+    /// The narrowest type that holds values of both `self` and `other` without loss.
+    pub fn widen(self, other: ColumnType) -> ColumnType {
+        use ColumnType::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Int64, Float64) | (Float64, Int64) => Float64,
+            _ => String,
+        }
+    }
+}
+
+/// One column of a table schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Warehouse name.
+    pub name: String,
+    /// Current (widest) type.
+    pub ty: ColumnType,
+}
+
+/// An ordered list of columns; new columns append, existing ones widen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableSchema {
+    /// In table order.
+    pub columns: Vec<Column>,
+}
+
+impl TableSchema {
+    /// Finds a column.
+    pub fn get(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Merges `other` in: unknown columns append in their order, known ones widen.
+    /// Returns whether anything changed.
+    pub fn merge(&mut self, other: &TableSchema) -> bool {
+        let mut changed = false;
+        for col in &other.columns {
+            match self.columns.iter_mut().find(|c| c.name == col.name) {
+                Some(existing) => {
+                    let w = existing.ty.widen(col.ty);
+                    if w != existing.ty {
+                        existing.ty = w;
+                        changed = true;
+                    }
+                }
+                None => {
+                    self.columns.push(col.clone());
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    /// The schema of an Arrow schema (columns of unknown types are left out).
+    pub fn from_arrow(schema: &Schema) -> TableSchema {
+        TableSchema {
+            columns: schema
+                .fields()
+                .iter()
+                .filter_map(|f| {
+                    ColumnType::from_arrow(f.data_type()).map(|ty| Column {
+                        name: f.name().clone(),
+                        ty,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The Arrow schema (every column nullable).
+    pub fn to_arrow(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns
+                .iter()
+                .map(|c| Field::new(&c.name, c.ty.arrow(), true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ColumnType::*;
+    use super::*;
+
+    #[test]
+    fn widening_rules() {
+        assert_eq!(Int64.widen(Float64), Float64);
+        assert_eq!(Float64.widen(Int64), Float64);
+        assert_eq!(Int64.widen(String), String);
+        assert_eq!(Boolean.widen(Int64), String);
+        assert_eq!(Boolean.widen(Boolean), Boolean);
+    }
+
+    #[test]
+    fn merge_appends_and_widens() {
+        let col = |n: &str, ty| Column { name: n.into(), ty };
+        let mut a = TableSchema {
+            columns: vec![col("x", Int64), col("y", Boolean)],
+        };
+        let b = TableSchema {
+            columns: vec![col("z", String), col("x", Float64)],
+        };
+        assert!(a.merge(&b));
+        assert_eq!(
+            a.columns,
+            vec![col("x", Float64), col("y", Boolean), col("z", String)]
+        );
+        assert!(!a.merge(&b));
+    }
+}
