@@ -1,11 +1,10 @@
 //! `POST /v1/event`: authenticate the events token, check the content type and size, validate
 //! the event, and submit it. `200 {"success":true,"id":…}` once [`Ingest::submit`] accepts it.
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use serde_json::{Value, json};
+use axum::response::{IntoResponse, Response};
 use tracing::error;
 
 use super::AppState;
@@ -21,7 +20,7 @@ pub async fn post_event(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let received_at = chrono::Utc::now();
     let team = authenticate(&state, &headers)?;
     if !is_json(&headers) {
@@ -35,8 +34,16 @@ pub async fn post_event(
     let rows = parse_event(&body, received_at, state.config.limits.columns_per_table)?;
     let id = rows.id.clone();
     submit(&state.ingest, &team, rows, &state).await?;
-    // Written by hand so `success` comes first, as in SPEC §2.1.
-    Ok(Json(json!({"success": true, "id": id})))
+    // Built by hand so `success` comes first, as SPEC §2.1 shows it.
+    let body = format!(
+        r#"{{"success":true,"id":{}}}"#,
+        serde_json::Value::String(id)
+    );
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 /// The team of a valid events token, or the 401/403 that explains why not.

@@ -1,0 +1,178 @@
+//! Test harness: a real server on 127.0.0.1:0 over a real SQLite catalog and a real local
+//! warehouse in a temp dir, with a seeded team, and helpers that speak HTTP to it.
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use stowage::app::RunningServer;
+use stowage::catalog::{Catalog, NewElement, Role, SecretKind};
+use stowage::config::Config;
+use tempfile::TempDir;
+
+/// A seeded team: ids and secrets.
+#[derive(Clone, Debug)]
+pub struct Seeded {
+    pub team: String,
+    pub token: String,
+    pub key: String,
+    pub canvas: String,
+}
+
+/// Creates a team with an owner, events enabled, a token, a key and a canvas.
+pub fn seed(catalog: &Catalog, name: &str) -> Seeded {
+    let team = catalog.create_team(name).unwrap();
+    catalog.create_user(&team, "owner", Role::Owner).unwrap();
+    catalog.set_events_enabled(&team, true).unwrap();
+    let (_, token) = catalog
+        .create_secret(SecretKind::EventsToken, &team, "owner")
+        .unwrap();
+    let (_, key) = catalog
+        .create_secret(SecretKind::DataKey, &team, "owner")
+        .unwrap();
+    let canvas = catalog.create_canvas(&team, "canvas").unwrap();
+    Seeded {
+        team,
+        token,
+        key,
+        canvas,
+    }
+}
+
+pub struct TestServer {
+    pub dir: TempDir,
+    pub server: Option<RunningServer>,
+    pub http: reqwest::Client,
+    pub seeded: Seeded,
+}
+
+impl TestServer {
+    /// A server with test defaults changed by `tweak`.
+    pub async fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::for_tests(dir.path());
+        tweak(&mut config);
+        let server = RunningServer::start(config).await.unwrap();
+        let seeded = seed(&server.state.catalog, "team-a");
+        TestServer {
+            dir,
+            server: Some(server),
+            http: reqwest::Client::new(),
+            seeded,
+        }
+    }
+
+    /// Restarts on the same data dir (graceful stop first).
+    pub async fn restart(&mut self, tweak: impl FnOnce(&mut Config)) {
+        self.server.take().unwrap().stop().await.unwrap();
+        let mut config = Config::for_tests(self.dir.path());
+        tweak(&mut config);
+        self.server = Some(RunningServer::start(config).await.unwrap());
+    }
+
+    pub fn srv(&self) -> &RunningServer {
+        self.server.as_ref().unwrap()
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.srv().state.catalog
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        self.srv().url(path)
+    }
+
+    /// Waits until everything buffered is committed.
+    pub async fn flush(&self) {
+        self.srv().state.ingest.flush_all().await;
+    }
+
+    /// POSTs a raw event body with the seeded token.
+    pub async fn send_raw(&self, body: &str) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(self.url("/v1/event"))
+            .header("X-Auth-Token", &self.seeded.token)
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        status_json(resp).await
+    }
+
+    /// POSTs an event object; panics unless it is accepted.
+    pub async fn send(&self, event: Value) -> String {
+        let (status, body) = self.send_raw(&event.to_string()).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["success"], json!(true));
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    /// Creates a table element on the seeded canvas.
+    pub fn element(&self, table: &str, columns: Option<&[&str]>) -> String {
+        self.catalog()
+            .create_element(&NewElement {
+                canvas: self.seeded.canvas.clone(),
+                table: table.into(),
+                name: None,
+                columns: columns.map(|c| c.iter().map(|s| s.to_string()).collect()),
+            })
+            .unwrap()
+    }
+
+    /// Downloads an element with extra body fields; returns status and JSON.
+    pub async fn download(&self, element: &str, extra: Value) -> (u16, Value) {
+        let mut body = json!({"canvasId": self.seeded.canvas, "elementId": element});
+        if let Value::Object(extra) = extra {
+            body.as_object_mut().unwrap().extend(extra);
+        }
+        let resp = self
+            .http
+            .post(self.url("/data/table"))
+            .header("x-api-key", &self.seeded.key)
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        status_json(resp).await
+    }
+
+    /// Downloads and asserts 200; returns the `data` rows.
+    pub async fn rows(&self, element: &str) -> Vec<Value> {
+        let (status, body) = self.download(element, json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["rows"].as_u64().unwrap() as usize,
+            body["data"].as_array().unwrap().len()
+        );
+        body["data"].as_array().unwrap().clone()
+    }
+}
+
+pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, json)
+}
+
+/// Polls `check` until it returns true or `timeout` passes.
+pub async fn wait_for<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// The seed's exact sample event.
+pub const SEED_EVENT: &str = r#"{"version":1,"type":"event","event":"Purchased an Item","properties":{"revenue":"39.95","shippingMethod":"Premium"},"timestamp":"2012-12-02T00:30:08.276Z"}"#;

@@ -1,0 +1,319 @@
+//! The real `stowage` binary: SIGTERM flushes and exits 0, data survives a restart, the admin
+//! CLI works beside a running server, bad config stops start-up naming the key.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{SEED_EVENT, TestServer, status_json};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_stowage");
+
+/// Starts `stowage serve --demo` on a free port; returns the child and demo.json.
+fn start_demo(dir: &Path) -> (Child, Value) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .env("STOWAGE_LOG__FORMAT", "json")
+        .env("STOWAGE_FLUSH__INTERVAL", "1h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut lines = stderr.lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("stowage listening") {
+            break;
+        }
+    }
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let demo: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("demo.json")).unwrap()).unwrap();
+    (child, demo)
+}
+
+fn sigterm_and_wait(mut child: Child) -> i32 {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child
+        .wait()
+        .unwrap()
+        .code()
+        .expect("exited, not killed by a signal")
+}
+
+async fn download(http: &reqwest::Client, demo: &Value, element: &str) -> Value {
+    let resp = http
+        .post(format!("{}/data/table", demo["base_url"].as_str().unwrap()))
+        .header("x-api-key", demo["data_api_key"].as_str().unwrap())
+        .header("Content-Type", "application/json")
+        .body(json!({"canvasId": demo["canvas_id"], "elementId": demo[element]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+#[tokio::test]
+async fn sigterm_flushes_everything_and_a_restart_serves_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, demo) = start_demo(dir.path());
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/healthz", demo["base_url"].as_str().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    for i in 0..20 {
+        let body = if i == 0 {
+            SEED_EVENT.to_string()
+        } else {
+            json!({"event": "Purchased an Item", "properties": {"i": i}}).to_string()
+        };
+        let resp = http
+            .post(format!("{}/v1/event", demo["events_url"].as_str().unwrap()))
+            .header("X-Auth-Token", demo["events_token"].as_str().unwrap())
+            .header("Content-Type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    // The flush interval is an hour: only the shutdown can have committed these.
+    assert_eq!(sigterm_and_wait(child), 0, "graceful shutdown exits 0");
+
+    let (child, demo2) = start_demo(dir.path());
+    assert_eq!(
+        demo2["data_api_key"], demo["data_api_key"],
+        "demo seeding is idempotent and keeps live secrets"
+    );
+    assert_eq!(demo2["element_id"], demo["element_id"]);
+    let table = download(&http, &demo2, "event_element_id").await;
+    assert_eq!(table["rows"], json!(20));
+    assert_eq!(
+        table["data"][0]["timestamp"],
+        json!("2012-12-02T00:30:08.276Z")
+    );
+    assert_eq!(table["data"][0]["shipping_method"], json!("Premium"));
+    let tracks = download(&http, &demo2, "element_id").await;
+    assert_eq!(tracks["rows"], json!(20));
+    assert_eq!(sigterm_and_wait(child), 0);
+}
+
+#[tokio::test]
+async fn in_process_restart_keeps_committed_and_buffered_data() {
+    let mut t = TestServer::start(|_| {}).await;
+    let committed = t.send(json!({"event": "e", "properties": {"k": 1}})).await;
+    t.flush().await;
+    let buffered = t.send(json!({"event": "e", "properties": {"k": 2}})).await;
+    t.restart(|_| {}).await;
+    let rows = t.rows(&t.element("e", None)).await;
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![committed.as_str(), buffered.as_str()]);
+}
+
+fn admin(dir: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(stdout.trim())
+        .or_else(|_| serde_json::from_str(stderr.trim()))
+        .unwrap_or(Value::Null);
+    (out.status.success(), json, stderr)
+}
+
+#[tokio::test]
+async fn admin_cli_end_to_end_against_a_running_server() {
+    let t = TestServer::start(|_| {}).await;
+    let dir = t.dir.path();
+    // Global flags anywhere on the line.
+    let (ok, team, _) = admin(
+        dir,
+        &["--json", "admin", "team", "create", "--name", "acme"],
+    );
+    assert!(ok);
+    let team_id = team["id"].as_str().unwrap().to_string();
+    assert!(team_id.starts_with("tm_"));
+    let (ok, owner, _) = admin(
+        dir,
+        &[
+            "admin", "user", "create", "--team", &team_id, "--name", "ann", "--role", "owner",
+            "--json",
+        ],
+    );
+    assert!(ok);
+    let owner_id = owner["id"].as_str().unwrap().to_string();
+    let (ok, _, _) = admin(
+        dir,
+        &[
+            "admin", "--json", "user", "create", "--team", "acme", "--name", "bob", "--role",
+            "member",
+        ],
+    );
+    assert!(ok);
+
+    // Only owners create keys; tokens also need events enabled.
+    let (ok, err, _) = admin(
+        dir,
+        &[
+            "--json", "admin", "key", "create", "--team", "acme", "--user", "bob",
+        ],
+    );
+    assert!(!ok);
+    assert_eq!(err["error"]["code"], json!("refused"));
+    let (ok, err, _) = admin(
+        dir,
+        &[
+            "--json", "admin", "token", "create", "--team", "acme", "--user", &owner_id,
+        ],
+    );
+    assert!(!ok);
+    assert!(err["error"]["message"].as_str().unwrap().contains("events"));
+    let (ok, _, _) = admin(
+        dir,
+        &["--json", "admin", "events", "enable", "--team", "acme"],
+    );
+    assert!(ok);
+    let (ok, tok, _) = admin(
+        dir,
+        &[
+            "--json", "admin", "token", "create", "--team", "acme", "--user", "ann",
+        ],
+    );
+    assert!(ok);
+    let token = tok["token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("stw_evt_"));
+    let (ok, key, _) = admin(
+        dir,
+        &[
+            "--json", "admin", "key", "create", "--team", "acme", "--user", "ann",
+        ],
+    );
+    assert!(ok);
+    let api_key = key["key"].as_str().unwrap().to_string();
+    let (ok, canvas, _) = admin(
+        dir,
+        &[
+            "--json", "admin", "canvas", "create", "--team", "acme", "--name", "c",
+        ],
+    );
+    assert!(ok);
+    let canvas_id = canvas["id"].as_str().unwrap().to_string();
+    let (ok, el, _) = admin(
+        dir,
+        &[
+            "--json",
+            "admin",
+            "element",
+            "create",
+            "--canvas",
+            &canvas_id,
+            "--table",
+            "Signed Up",
+            "--columns",
+            "id,plan",
+        ],
+    );
+    assert!(ok);
+    let element_id = el["id"].as_str().unwrap().to_string();
+    assert!(el["share_url"].as_str().unwrap().ends_with(&format!(
+        "/canvas/{canvas_id}/element/{element_id}/new-canvas"
+    )));
+
+    // The running server sees all of it at once.
+    let send = |tok: String| {
+        let req = t
+            .http
+            .post(t.url("/v1/event"))
+            .header("X-Auth-Token", tok)
+            .header("Content-Type", "application/json")
+            .body(json!({"event": "Signed Up", "properties": {"plan": "pro"}}).to_string());
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    let (s, _) = send(token.clone()).await;
+    assert_eq!(s, 200);
+    t.flush().await;
+    let resp = t
+        .http
+        .post(t.url("/data/table"))
+        .header("x-api-key", &api_key)
+        .body(json!({"canvasId": canvas_id, "elementId": element_id}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let (s, table) = status_json(resp).await;
+    assert_eq!(s, 200);
+    assert_eq!(table["data"][0]["plan"], json!("pro"));
+    assert_eq!(table["meta"].as_array().unwrap().len(), 2);
+
+    // list shows prefixes, never secrets; revoke stops the token on the running server.
+    let (ok, list, _) = admin(dir, &["--json", "admin", "token", "list", "--team", "acme"]);
+    assert!(ok);
+    let listed = list.to_string();
+    assert!(!listed.contains(&token), "a listing never shows the secret");
+    let tok_id = list[0]["id"].as_str().unwrap().to_string();
+    let (ok, _, _) = admin(
+        dir,
+        &["--json", "admin", "token", "revoke", "--id", &tok_id],
+    );
+    assert!(ok);
+    let (s, b) = send(token.clone()).await;
+    assert_eq!(
+        (s, b["error"]["code"].as_str()),
+        (401, Some("invalid_token"))
+    );
+    let (ok, _, _) = admin(dir, &["admin", "events", "disable", "--team", "acme"]);
+    assert!(ok);
+
+    // Human output and errors without --json.
+    let (ok, _, stderr) = admin(dir, &["admin", "team", "create", "--name", "acme"]);
+    assert!(!ok);
+    assert!(stderr.contains("already exists"), "{stderr}");
+}
+
+#[test]
+fn bad_config_stops_startup_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .env("STOWAGE_FLUSH__INTERVAL", "whenever")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("flush.interval"), "{stderr}");
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[ingest]\nmax_body = \"huge\"\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ingest.max_body"));
+    let _ = Duration::ZERO;
+}
