@@ -431,23 +431,24 @@ impl Catalog {
         element: &str,
     ) -> Result<Option<Element>> {
         self.with(|c| {
-            let row: Option<(String, String, Option<String>, Option<String>, Option<i64>)> = c
+            let element = c
                 .prepare_cached(
                     "SELECT e.id, e.source, e.columns, e.filters, e.row_limit FROM elements e
                      JOIN canvases cv ON cv.id = e.canvas_id
                      WHERE e.id = ?1 AND cv.id = ?2 AND cv.team_id = ?3",
                 )?
                 .query_row(params![element, canvas, team.as_str()], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                    let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+                    Ok(Element {
+                        id: r.get(0)?,
+                        source: r.get(1)?,
+                        columns: json(2)?.and_then(|s| serde_json::from_str(&s).ok()),
+                        filters: json(3)?.and_then(|s| serde_json::from_str(&s).ok()),
+                        limit: r.get::<_, Option<i64>>(4)?.map(|l| l.max(0) as u64),
+                    })
                 })
                 .optional()?;
-            Ok(row.map(|(id, source, columns, filters, limit)| Element {
-                id,
-                source,
-                columns: columns.and_then(|s| serde_json::from_str(&s).ok()),
-                filters: filters.and_then(|s| serde_json::from_str(&s).ok()),
-                limit: limit.map(|l| l.max(0) as u64),
-            }))
+            Ok(element)
         })
     }
 
