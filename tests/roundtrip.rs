@@ -298,3 +298,25 @@ async fn row_and_byte_triggers_flush_without_the_timer() {
     .await;
     assert!(flushed, "byte trigger did not flush");
 }
+
+#[tokio::test]
+async fn idle_team_actors_stop_and_restart_on_demand() {
+    let t = TestServer::start(|c| c.ingest.idle_timeout.0 = Duration::from_millis(100)).await;
+    t.send(json!({"event": "first"})).await;
+    t.flush().await;
+    assert_eq!(t.srv().state.ingest.active_teams(), 1);
+    let stopped = wait_for(Duration::from_secs(10), || async {
+        t.srv().state.ingest.active_teams() == 0
+    })
+    .await;
+    assert!(stopped, "idle actor did not stop");
+    t.send(json!({"event": "second"})).await;
+    assert_eq!(
+        t.srv().state.ingest.active_teams(),
+        1,
+        "a new event starts a fresh actor"
+    );
+    t.flush().await;
+    let rows = t.rows(&t.element("tracks", None)).await;
+    assert_eq!(rows.len(), 2);
+}
