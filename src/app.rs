@@ -14,9 +14,7 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::http::{AppState, router};
 use crate::ingest::Ingest;
-use crate::ingest::admission::Admission;
 use crate::ingest::flush::FlushCtx;
-use crate::ingest::team::TeamCtx;
 
 /// A start-up failure, with a message meant for the operator.
 pub type StartError = Box<dyn std::error::Error + Send + Sync>;
@@ -32,28 +30,18 @@ pub async fn build_state(config: Config) -> Result<AppState, StartError> {
     let path = config.catalog_path();
     let catalog = Arc::new(tokio::task::spawn_blocking(move || Catalog::open(&path)).await??);
     let store = crate::store::open(&config)?;
-    let admission = Arc::new(Admission::new(
-        config.ingest.team_budget.0,
-        config.ingest.global_budget.0,
-    ));
-    let ingest = Ingest::start(TeamCtx {
-        flush: FlushCtx {
-            catalog: catalog.clone(),
-            store: store.clone(),
-            parquet: config.parquet.clone(),
-            prefix: config.storage.prefix.clone(),
-            retry_backoff: config.flush.retry_backoff.0,
-        },
-        flush_cfg: config.flush.clone(),
-        limits: config.limits.clone(),
-        admission,
-        idle_timeout: config.ingest.idle_timeout.0,
-    })
-    .await?;
+    let flush = FlushCtx {
+        catalog: catalog.clone(),
+        store: store.clone(),
+        parquet: config.parquet.clone(),
+        prefix: config.storage.prefix.clone(),
+        retry_backoff: config.flush.retry_backoff.0,
+    };
+    let ingest = Ingest::start(&config, catalog.clone(), flush).await?;
     Ok(AppState {
         config: Arc::new(config),
         catalog,
-        ingest: Arc::new(ingest),
+        ingest,
         store,
     })
 }
@@ -94,11 +82,13 @@ pub struct RunningServer {
 }
 
 impl RunningServer {
-    /// Starts a server with `config` on its `server.listen` address.
+    /// Starts a server with `config` on its `server.listen` address; returns once WAL recovery
+    /// is done.
     pub async fn start(config: Config) -> Result<RunningServer, StartError> {
         let listener = TcpListener::bind(&config.server.listen).await?;
         let addr = listener.local_addr()?;
         let state = build_state(config).await?;
+        state.ingest.wait_ready().await;
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve(listener, state.clone(), async {
             let _ = rx.await;

@@ -18,6 +18,10 @@ pub struct Config {
     pub ingest: IngestConfig,
     /// When team buffers are written out as Parquet.
     pub flush: FlushConfig,
+    /// Write-ahead log.
+    pub wal: WalConfig,
+    /// Duplicate `messageId` suppression.
+    pub dedup: DedupConfig,
     /// Warehouse shape limits.
     pub limits: LimitsConfig,
     /// Parquet encoding.
@@ -73,10 +77,22 @@ impl Default for StorageConfig {
     }
 }
 
+/// When `200` is sent for an event.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AckMode {
+    /// After the event is in the WAL and fsync'd.
+    Durable,
+    /// As soon as the event is queued in memory (faster; a crash may lose the last moments).
+    Buffered,
+}
+
 /// `[ingest]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct IngestConfig {
+    /// `durable` or `buffered`.
+    pub ack: AckMode,
     /// Largest accepted event body (after gzip decompression).
     pub max_body: ByteSize,
     /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
@@ -92,6 +108,7 @@ pub struct IngestConfig {
 impl Default for IngestConfig {
     fn default() -> Self {
         Self {
+            ack: AckMode::Durable,
             max_body: ByteSize(32 * 1024),
             team_budget: ByteSize(256 << 20),
             global_budget: ByteSize(1 << 30),
@@ -113,6 +130,9 @@ pub struct FlushConfig {
     pub max_bytes: ByteSize,
     /// First delay before retrying a failed flush; doubles up to 30 s.
     pub retry_backoff: HumanDuration,
+    /// Objects in the warehouse that no committed file names (a crash between put and commit)
+    /// are deleted once older than this.
+    pub orphan_grace: HumanDuration,
 }
 
 impl Default for FlushConfig {
@@ -122,6 +142,54 @@ impl Default for FlushConfig {
             max_rows: 100_000,
             max_bytes: ByteSize(64 << 20),
             retry_backoff: HumanDuration(Duration::from_millis(100)),
+            orphan_grace: HumanDuration(Duration::from_secs(3600)),
+        }
+    }
+}
+
+/// `[wal]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WalConfig {
+    /// Segment directory; empty means `<data_dir>/wal`. Keep it on local disk.
+    pub dir: PathBuf,
+    /// At most one fsync per this interval; requests arriving meanwhile share it.
+    pub sync_interval: HumanDuration,
+    /// Write a batch as soon as it holds this many bytes.
+    pub batch_bytes: ByteSize,
+    /// Start a new segment when the current one reaches this size.
+    pub segment_size: ByteSize,
+    /// `strict` stops start-up on a corrupt record mid-log; `truncate` cuts it off and goes on.
+    pub recovery: crate::wal::RecoveryPolicy,
+}
+
+impl Default for WalConfig {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::new(),
+            sync_interval: HumanDuration(Duration::from_millis(2)),
+            batch_bytes: ByteSize(1 << 20),
+            segment_size: ByteSize(64 << 20),
+            recovery: crate::wal::RecoveryPolicy::Strict,
+        }
+    }
+}
+
+/// `[dedup]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DedupConfig {
+    /// A `messageId` seen for the team within this window is acknowledged but stored once.
+    pub window: HumanDuration,
+    /// Most remembered ids (oldest forgotten first), bounding memory.
+    pub capacity: usize,
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        Self {
+            window: HumanDuration(Duration::from_secs(24 * 3600)),
+            capacity: 1_000_000,
         }
     }
 }
@@ -405,6 +473,15 @@ impl Config {
         Ok(())
     }
 
+    /// The WAL directory.
+    pub fn wal_dir(&self) -> PathBuf {
+        if self.wal.dir.as_os_str().is_empty() {
+            self.storage.data_dir.join("wal")
+        } else {
+            self.wal.dir.clone()
+        }
+    }
+
     /// Path of the SQLite catalog.
     pub fn catalog_path(&self) -> PathBuf {
         self.storage.data_dir.join("catalog.sqlite")
@@ -525,5 +602,13 @@ mod tests {
         assert_eq!(c.limits.columns_per_table, d.limits.columns_per_table);
         assert_eq!(c.parquet.zstd_level, d.parquet.zstd_level);
         assert_eq!(c.download.batch_rows, d.download.batch_rows);
+        assert_eq!(c.ingest.ack, d.ingest.ack);
+        assert_eq!(c.wal.sync_interval, d.wal.sync_interval);
+        assert_eq!(c.wal.segment_size, d.wal.segment_size);
+        assert_eq!(c.wal.batch_bytes, d.wal.batch_bytes);
+        assert_eq!(c.wal.recovery, d.wal.recovery);
+        assert_eq!(c.dedup.window, d.dedup.window);
+        assert_eq!(c.dedup.capacity, d.dedup.capacity);
+        assert_eq!(c.flush.orphan_grace, d.flush.orphan_grace);
     }
 }

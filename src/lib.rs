@@ -3,11 +3,14 @@
 //! Data flow. A tracker's `POST /v1/event` enters [`http`], is authenticated against the
 //! [`catalog`], and validated and mapped to warehouse rows by [`ingest::event`] (names and types
 //! from [`warehouse::naming`] and [`warehouse::schema`]). [`ingest::admission`] checks the byte
-//! budgets, then [`ingest::Ingest::submit`] — the single acknowledgement point — hands the rows to
-//! the team's actor ([`ingest::team`]), which buffers them per table in Arrow builders. On a timer,
+//! budgets, then [`ingest::Ingest::submit`] — the single acknowledgement point — appends the event
+//! to the write-ahead log ([`wal`]), whose group-commit writer fsyncs many events at once; the
+//! [`ingest::dispatch`]er then hands logged events, in log order, to the team's actor
+//! ([`ingest::team`]), which buffers them per table in Arrow builders. On a timer,
 //! a row count or a byte size, the actor hands its buffers to [`ingest::flush`], which encodes
 //! Parquet off the actor loop ([`warehouse::writer`]), puts the file in the object store under the
-//! [`warehouse::layout`] path, commits it to the catalog, and only then releases the buffer. A
+//! [`warehouse::layout`] path, commits it to the catalog together with the team's WAL watermark,
+//! and only then releases the buffer and, eventually, the WAL segments. A
 //! download (`POST /data/table`) resolves the element in the catalog, takes a snapshot of the
 //! table's committed files, reads them with Arrow ([`warehouse::reader`]) and streams them out
 //! batch by batch through [`download`].
@@ -22,4 +25,5 @@ pub mod error;
 pub mod http;
 pub mod ingest;
 pub mod store;
+pub mod wal;
 pub mod warehouse;

@@ -3,7 +3,8 @@
 use rusqlite::Connection;
 
 /// Each entry moves the schema one version forward. Append only; never edit a shipped entry.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE teams (
     id             TEXT PRIMARY KEY,
     name           TEXT NOT NULL UNIQUE,
@@ -88,7 +89,12 @@ CREATE TABLE data_files (
     retired_at     INTEGER
 );
 CREATE INDEX data_files_by_table ON data_files (team_id, table_name, id);
-"#];
+"#,
+    r#"
+-- Every WAL record of a team with seq <= wal_watermark is in a committed data file.
+ALTER TABLE teams ADD COLUMN wal_watermark INTEGER NOT NULL DEFAULT 0;
+"#,
+];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {

@@ -69,18 +69,23 @@ impl Catalog {
         })
     }
 
-    /// Commits data files of one team in one transaction: tables are created, schemas widened,
-    /// files recorded. Either all of it becomes visible or none.
-    pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile]) -> Result<()> {
+    /// Commits data files of one team and its new WAL watermark in one transaction: tables
+    /// are created, schemas widened, files recorded, watermark raised (never lowered). Either all
+    /// of it becomes visible or none.
+    pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile], watermark: u64) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let now = now_ms();
+            tx.execute(
+                "UPDATE teams SET wal_watermark = MAX(wal_watermark, ?1) WHERE id = ?2",
+                params![watermark as i64, team.as_str()],
+            )?;
             for f in files {
                 let version = merge_schema(&tx, team, &f.table, &f.schema, now)?;
                 tx.execute(
                     "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, min_ts, max_ts,
-                                             schema_version, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                                             schema_version, wal_watermark, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                     params![
                         team.as_str(),
                         f.table,
@@ -91,12 +96,50 @@ impl Catalog {
                         f.min_ts,
                         f.max_ts,
                         version,
+                        watermark as i64,
                         now
                     ],
                 )?;
             }
             tx.commit()?;
             Ok(())
+        })
+    }
+
+    /// Every team's WAL watermark.
+    pub fn watermarks(&self) -> Result<HashMap<TeamId, u64>> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT id, wal_watermark FROM teams")?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            let mut out = HashMap::new();
+            for row in rows {
+                let (team, w) = row?;
+                out.insert(TeamId(team.into()), w.max(0) as u64);
+            }
+            Ok(out)
+        })
+    }
+
+    /// One team's WAL watermark.
+    pub fn watermark(&self, team: &TeamId) -> Result<u64> {
+        self.with(|c| {
+            let w: Option<i64> = c
+                .query_row(
+                    "SELECT wal_watermark FROM teams WHERE id = ?1",
+                    [team.as_str()],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(w.unwrap_or(0).max(0) as u64)
+        })
+    }
+
+    /// Every object path the catalog knows (live or retired), for orphan collection.
+    pub fn known_paths(&self) -> Result<std::collections::HashSet<String>> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT path FROM data_files")?;
+            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
     }
 
@@ -235,12 +278,21 @@ mod tests {
         let team_id = cat.create_team("t").unwrap();
         let team = TeamId::from(team_id.as_str());
         assert!(cat.snapshot(&team, "x").unwrap().is_none());
-        cat.commit_files(&team, &[file("x", "p1", &[("a", Int64)])])
+        cat.commit_files(&team, &[file("x", "p1", &[("a", Int64)])], 5)
             .unwrap();
-        cat.commit_files(&team, &[file("x", "p2", &[("b", Boolean), ("a", Float64)])])
+        cat.commit_files(
+            &team,
+            &[file("x", "p2", &[("b", Boolean), ("a", Float64)])],
+            9,
+        )
+        .unwrap();
+        cat.commit_files(&team, &[file("x", "p3", &[("a", String)])], 7)
             .unwrap();
-        cat.commit_files(&team, &[file("x", "p3", &[("a", String)])])
-            .unwrap();
+        assert_eq!(
+            cat.watermark(&team).unwrap(),
+            9,
+            "the watermark never goes down"
+        );
         let snap = cat.snapshot(&team, "x").unwrap().unwrap();
         let cols: Vec<_> = snap
             .schema

@@ -13,7 +13,7 @@ use crate::catalog::{TeamId, TokenAuth};
 use crate::error::ApiError;
 use crate::ingest::event::parse_event;
 use crate::ingest::team::AppendError;
-use crate::ingest::{Ingest, IngestError};
+use crate::ingest::{Ingest, IngestError, Wait};
 
 /// Handler for a single event.
 pub async fn post_event(
@@ -33,7 +33,15 @@ pub async fn post_event(
     let body = read_limited(&headers, body, state.config.ingest.max_body.0 as usize).await?;
     let rows = parse_event(&body, received_at, state.config.limits.columns_per_table)?;
     let id = rows.id.clone();
-    submit(&state.ingest, &team, rows, &state).await?;
+    let wait = wait_header(&headers)?;
+    submit(
+        &state.ingest,
+        &team,
+        rows,
+        (body, received_at.timestamp_micros(), wait),
+        &state,
+    )
+    .await?;
     // Built by hand so `success` comes first, as SPEC §2.1 shows it.
     let body = format!(
         r#"{{"success":true,"id":{}}}"#,
@@ -79,41 +87,74 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, Api
     }
 }
 
+/// `X-Stowage-Wait: committed` holds the response until the event is in a committed file.
+fn wait_header(headers: &HeaderMap) -> Result<Wait, ApiError> {
+    match header_str(headers, "x-stowage-wait") {
+        None | Some("") => Ok(Wait::Ack),
+        Some(v) if v.eq_ignore_ascii_case("committed") => Ok(Wait::Committed),
+        Some(v) => Err(ApiError::bad_request(
+            "invalid_header",
+            format!("X-Stowage-Wait must be \"committed\", got {v:?}"),
+        )
+        .field("X-Stowage-Wait")),
+    }
+}
+
 async fn submit(
     ingest: &Ingest,
     team: &TeamId,
     rows: crate::ingest::event::EventRows,
+    (body, received_at, wait): (bytes::Bytes, i64, Wait),
     state: &AppState,
 ) -> Result<(), ApiError> {
     let retry = state.config.ingest.retry_after.0;
-    ingest.submit(team, rows).await.map_err(|e| match e {
-        IngestError::TeamBufferFull => ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "team_buffer_full",
-            "this team's buffer is full; retry after the indicated delay",
-        )
-        .retry_after(retry),
-        IngestError::Overloaded => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "overloaded",
-            "the server is at capacity; retry later",
-        )
-        .retry_after(retry),
-        IngestError::ShuttingDown => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the server is shutting down; retry",
-        )
-        .retry_after(retry),
-        IngestError::Append(AppendError::TooManyTables(_)) => {
-            ApiError::bad_request("too_many_tables", e.to_string()).field("event")
-        }
-        IngestError::Append(AppendError::TooManyColumns { .. }) => {
-            ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
-        }
-        IngestError::Append(AppendError::Internal(_)) | IngestError::Unavailable(_) => {
-            error!(team = %team, error = %e, "event not accepted");
-            ApiError::internal()
-        }
-    })
+    ingest
+        .submit(team, rows, body, received_at, wait)
+        .await
+        .map(|_| ())
+        .map_err(|e| match e {
+            IngestError::TeamBufferFull => ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "team_buffer_full",
+                "this team's buffer is full; retry after the indicated delay",
+            )
+            .retry_after(retry),
+            IngestError::Overloaded => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                "the server is at capacity; retry later",
+            )
+            .retry_after(retry),
+            IngestError::Recovering => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "recovering",
+                "the server is replaying its write-ahead log; retry",
+            )
+            .retry_after(retry),
+            IngestError::Wal(_) => {
+                error!(team = %team, error = %e, "event not made durable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "wal_unavailable",
+                    "the event could not be made durable; retry",
+                )
+                .retry_after(retry)
+            }
+            IngestError::ShuttingDown => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down; retry",
+            )
+            .retry_after(retry),
+            IngestError::Append(AppendError::TooManyTables(_)) => {
+                ApiError::bad_request("too_many_tables", e.to_string()).field("event")
+            }
+            IngestError::Append(AppendError::TooManyColumns { .. }) => {
+                ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
+            }
+            IngestError::Append(AppendError::Internal(_)) => {
+                error!(team = %team, error = %e, "event not accepted");
+                ApiError::internal()
+            }
+        })
 }

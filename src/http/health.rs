@@ -1,4 +1,5 @@
-//! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: the catalog answers).
+//! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: WAL recovery done and
+//! the catalog answers).
 
 use axum::Json;
 use axum::extract::State;

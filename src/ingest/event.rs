@@ -54,6 +54,8 @@ pub type Cell = (String, Value);
 pub struct EventRows {
     /// `messageId`, or a generated UUIDv7.
     pub id: String,
+    /// Whether `id` came from the client (and so takes part in dedup).
+    pub client_id: bool,
     /// The per-event table.
     pub table: String,
     /// Standard columns: the whole `tracks` row, and the start of the event table's row.
@@ -88,6 +90,23 @@ pub fn parse_event(
     received_at: DateTime<Utc>,
     max_columns: usize,
 ) -> Result<EventRows, ApiError> {
+    parse_with(body, received_at, max_columns, None)
+}
+
+/// Rebuilds an event from its WAL record exactly as it was accepted: same receive time, same
+/// id, no column limit (it was checked when the event was accepted).
+pub fn replay_event(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, ApiError> {
+    let received_at = DateTime::from_timestamp_micros(received_at_us)
+        .ok_or_else(|| ApiError::bad_request("invalid_timestamp", "receive time out of range"))?;
+    parse_with(body, received_at, usize::MAX, Some(id))
+}
+
+fn parse_with(
+    body: &[u8],
+    received_at: DateTime<Utc>,
+    max_columns: usize,
+    id: Option<&str>,
+) -> Result<EventRows, ApiError> {
     let json: Json = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
     })?;
@@ -97,14 +116,16 @@ pub fn parse_event(
             "body must be a JSON object",
         ));
     };
-    from_object(&obj, received_at, max_columns)
+    from_object(&obj, received_at, max_columns, id)
 }
 
-/// Validates one event object (also the unit of future batch endpoints).
+/// Validates one event object (also the unit of future batch endpoints). `id_override` fixes
+/// the event id (replay); otherwise it is `messageId` or a new UUIDv7.
 pub fn from_object(
     obj: &Map<String, Json>,
     received_at: DateTime<Utc>,
     max_columns: usize,
+    id_override: Option<&str>,
 ) -> Result<EventRows, ApiError> {
     match obj.get("version") {
         None | Some(Json::Null) => {}
@@ -166,9 +187,12 @@ pub fn from_object(
             )
         })?),
     };
-    let id = match text_field(obj, "messageId")? {
-        Some(id) if !id.is_empty() => id,
-        _ => uuid::Uuid::now_v7().to_string(),
+    let message_id = text_field(obj, "messageId")?.filter(|id| !id.is_empty());
+    let client_id = message_id.is_some();
+    let id = match (id_override, message_id) {
+        (Some(id), _) => id.to_string(),
+        (None, Some(id)) => id,
+        (None, None) => uuid::Uuid::now_v7().to_string(),
     };
 
     let mut standard: Vec<Cell> = vec![
@@ -235,6 +259,7 @@ pub fn from_object(
     }
     Ok(EventRows {
         id,
+        client_id,
         table,
         standard,
         properties,

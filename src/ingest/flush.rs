@@ -45,6 +45,8 @@ pub struct FlushJob {
     pub team: TeamId,
     /// One batch per table, rows in ingestion order.
     pub tables: Vec<(String, RecordBatch)>,
+    /// Highest WAL sequence number in these buffers: committed with the files.
+    pub watermark: u64,
 }
 
 /// What a finished flush reports back.
@@ -62,6 +64,7 @@ pub struct FlushOutcome {
 pub async fn run(ctx: &FlushCtx, job: FlushJob) -> FlushOutcome {
     let started = std::time::Instant::now();
     let team = job.team.clone();
+    let job_watermark = job.watermark;
     let enc_ctx = ctx.clone();
     let encoded = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job)).await;
     let files = match encoded {
@@ -85,17 +88,24 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> FlushOutcome {
             .push((meta.table.clone(), meta.schema.clone()));
     }
     let metas: Arc<Vec<NewDataFile>> = Arc::new(files.into_iter().map(|(m, _)| m).collect());
+    let watermark = job_watermark;
     retry(ctx.retry_backoff, "commit", team.as_str(), || {
         let (catalog, team, metas) = (ctx.catalog.clone(), team.clone(), metas.clone());
         async move {
-            tokio::task::spawn_blocking(move || catalog.commit_files(&team, &metas))
+            tokio::task::spawn_blocking(move || catalog.commit_files(&team, &metas, watermark))
                 .await
-                .map_err(|e| crate::catalog::CatalogError::NotFound(format!("commit task: {e}")))?
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
         }
     })
     .await;
-    info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes,
-          ms = started.elapsed().as_millis() as u64, "flushed");
+    let took = started.elapsed();
+    metrics::histogram!("stowage_flush_seconds").record(took.as_secs_f64());
+    metrics::counter!("stowage_flush_rows_total").increment(outcome.rows);
+    metrics::counter!("stowage_flush_bytes_total").increment(outcome.bytes);
+    metrics::counter!("stowage_flushes_total").increment(1);
+    info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes, watermark,
+          ms = took.as_millis() as u64, "flushed");
     outcome
 }
 

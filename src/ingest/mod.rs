@@ -1,27 +1,39 @@
-//! Event ingestion after HTTP: validation ([`event`]), budgets ([`admission`]), per-team actors
-//! ([`team`]) with their buffers ([`buffer`]) under one supervisor ([`supervisor`]), and
-//! flushing to the warehouse ([`flush`]). [`Ingest::submit`] is the one acknowledgement point.
+//! Event ingestion after HTTP: validation ([`event`]), limits ([`limits`]), duplicate
+//! suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log ([`crate::wal`]), the
+//! [`dispatch`]er that hands logged events to per-team actors ([`team`]) with their buffers
+//! ([`buffer`]) under a [`supervisor`], and flushing to the warehouse ([`flush`]).
+//! [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
 pub mod buffer;
+pub mod dedup;
+pub mod dispatch;
 pub mod event;
 pub mod flush;
+pub mod limits;
+pub mod progress;
+pub mod replay;
 pub mod supervisor;
 pub mod team;
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use dashmap::DashMap;
-use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef};
-use tracing::warn;
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{error, info};
 
-use crate::catalog::TeamId;
+use crate::catalog::{Catalog, TeamId};
+use crate::config::{AckMode, Config};
+use crate::wal::{self, Entry, Recovered, Wal, WalError, WalOptions, Written};
 use admission::{Admission, Refusal};
+use dedup::Dedup;
+use dispatch::{Control, Dispatcher, Payload};
 use event::EventRows;
-use supervisor::{Supervisor, SupervisorMsg};
-use team::{AppendError, TeamActor, TeamArgs, TeamCtx, TeamMsg};
+use limits::Limits;
+use progress::Progress;
+use team::{AppendError, TeamCtx};
 
 /// Why an event was not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -35,43 +47,177 @@ pub enum IngestError {
     /// The server is shutting down (503).
     #[error("shutting down")]
     ShuttingDown,
-    /// The team actor refused the event (limits; 400) or failed (500).
+    /// WAL recovery is still running (503).
+    #[error("recovering")]
+    Recovering,
+    /// The event would pass a limit (400) or something internal failed (500).
     #[error(transparent)]
     Append(#[from] AppendError),
-    /// The actor machinery failed (500).
-    #[error("team actor unavailable: {0}")]
-    Unavailable(String),
+    /// The WAL could not make the event durable (503).
+    #[error(transparent)]
+    Wal(#[from] WalError),
 }
 
-/// Registry of team actors: the live actor per team, shared with the supervisor.
-pub type Registry = Arc<DashMap<TeamId, ActorRef<TeamMsg>>>;
+/// What the client asked to wait for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The configured acknowledgement (`ingest.ack`).
+    Ack,
+    /// `X-Stowage-Wait: committed`: until the event is in a committed Parquet file.
+    Committed,
+}
+
+/// How an accepted event was handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accepted {
+    /// Logged (and, per `ingest.ack`, fsync'd).
+    Stored,
+    /// Its `messageId` was already accepted within the dedup window: not stored again.
+    Duplicate,
+}
 
 /// The ingestion service the HTTP layer talks to.
 pub struct Ingest {
     ctx: Arc<TeamCtx>,
-    actors: Registry,
-    spawn_lock: tokio::sync::Mutex<()>,
-    supervisor: ActorRef<SupervisorMsg>,
+    wal: Arc<Wal<Payload>>,
+    ack: AckMode,
+    dedup: Dedup,
+    limits: Limits,
+    control: mpsc::UnboundedSender<Control>,
     closing: AtomicBool,
+    recovering: Arc<AtomicBool>,
+    ready: tokio::sync::watch::Sender<bool>,
+    active_teams: Arc<AtomicUsize>,
+    dispatcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
-/// How many times a submit re-resolves an actor that stopped under it.
-const SUBMIT_ATTEMPTS: usize = 5;
-
 impl Ingest {
-    /// Starts the supervisor; team actors start on demand.
-    pub async fn start(ctx: TeamCtx) -> Result<Ingest, ractor::SpawnErr> {
-        let ctx = Arc::new(ctx);
-        let actors: Registry = Arc::new(DashMap::new());
-        let (supervisor, _) =
-            Actor::spawn(None, Supervisor, (actors.clone(), ctx.admission.clone())).await?;
-        Ok(Ingest {
-            ctx,
-            actors,
-            spawn_lock: tokio::sync::Mutex::new(()),
+    /// Recovers the WAL (refusing mid-log corruption), starts the writer, the dispatcher and the
+    /// supervisor, and replays un-committed records in the background (see [`Ingest::is_ready`]).
+    pub async fn start(
+        config: &Config,
+        catalog: Arc<Catalog>,
+        flush: flush::FlushCtx,
+    ) -> Result<Arc<Ingest>, Box<dyn std::error::Error + Send + Sync>> {
+        let dir = config.wal_dir();
+        let policy = config.wal.recovery;
+        let d = dir.clone();
+        let recovered: Recovered =
+            tokio::task::spawn_blocking(move || wal::recover(&d, policy)).await??;
+        for line in &recovered.dropped {
+            info!("WAL recovery: {line}");
+        }
+        let c = catalog.clone();
+        let watermarks = tokio::task::spawn_blocking(move || c.watermarks()).await??;
+        let floor = watermarks.values().copied().max().unwrap_or(0);
+
+        let (data_tx, data_rx) = mpsc::unbounded_channel::<Written<Payload>>();
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let opts = WalOptions {
+            dir: dir.clone(),
+            sync_interval: config.wal.sync_interval.0,
+            batch_bytes: config.wal.batch_bytes.0 as usize,
+            segment_size: config.wal.segment_size.0,
+        };
+        let wal = Arc::new(Wal::start(opts, &recovered, floor, data_tx.clone()));
+        let admission = Arc::new(Admission::new(
+            config.ingest.team_budget.0,
+            config.ingest.global_budget.0,
+        ));
+        let ctx = Arc::new(TeamCtx {
+            flush,
+            flush_cfg: config.flush.clone(),
+            admission,
+            progress: Arc::new(Progress::default()),
+            idle_timeout: config.ingest.idle_timeout.0,
+            wal_dir: dir,
+            control: control_tx.clone(),
+        });
+        let supervisor = Dispatcher::supervisor(control_tx.clone()).await?;
+        let active_teams = Arc::new(AtomicUsize::new(0));
+        let dispatcher = Dispatcher {
+            ctx: ctx.clone(),
+            wal: wal.clone(),
+            data: data_rx,
+            control: control_rx,
             supervisor,
+            actors: HashMap::new(),
+            last_dispatched: HashMap::new(),
+            dispatched_through: recovered.max_seq.max(floor),
+            metrics_teams: active_teams.clone(),
+        };
+        let handle = tokio::spawn(dispatcher.run());
+        let ingest = Arc::new(Ingest {
+            ctx,
+            wal,
+            ack: config.ingest.ack,
+            dedup: Dedup::new(config.dedup.window.0, config.dedup.capacity),
+            limits: Limits::new(config.limits.clone(), catalog),
+            control: control_tx,
             closing: AtomicBool::new(false),
-        })
+            recovering: Arc::new(AtomicBool::new(true)),
+            ready: tokio::sync::watch::channel(false).0,
+            active_teams,
+            dispatcher: std::sync::Mutex::new(Some(handle)),
+        });
+        let me = ingest.clone();
+        tokio::task::spawn_blocking(move || me.replay(recovered, watermarks, data_tx));
+        Ok(ingest)
+    }
+
+    /// Hands every record above its team's watermark to the dispatcher, in order, then opens
+    /// ingestion. Ids of every record still in the WAL go into the dedup window.
+    fn replay(
+        &self,
+        recovered: Recovered,
+        watermarks: HashMap<TeamId, u64>,
+        data: mpsc::UnboundedSender<Written<Payload>>,
+    ) {
+        let mut replayed = 0usize;
+        let min_seq = recovered.records.first().map(|r| r.seq);
+        for record in recovered.records {
+            if record.flags & wal::record::FLAG_CLIENT_ID != 0 {
+                self.dedup
+                    .insert(&record.team, &record.id, record.received_at);
+            }
+            if record.seq <= watermarks.get(&record.team).copied().unwrap_or(0) {
+                continue;
+            }
+            let rows = match replay::rows_of(&record) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    error!(seq = record.seq, team = %record.team, error = %e, "WAL record no longer parses; skipped");
+                    continue;
+                }
+            };
+            let _ = self.limits.admit(&record.team, &rows, false);
+            let bytes = rows.approx_bytes();
+            self.ctx.admission.force(&record.team, bytes);
+            let payload = Payload {
+                rows: Arc::new(rows),
+                bytes,
+            };
+            let _ = data.send(Written {
+                seq: record.seq,
+                team: record.team,
+                payload,
+            });
+            replayed += 1;
+        }
+        drop(data);
+        self.recovering.store(false, Ordering::Release);
+        self.ready.send_replace(true);
+        info!(replayed, first_seq = ?min_seq, "WAL recovery done; accepting events");
+    }
+
+    /// Whether recovery is done (the `/readyz` condition for ingestion).
+    pub fn is_ready(&self) -> bool {
+        !self.recovering.load(Ordering::Acquire)
+    }
+
+    /// Resolves once recovery is done.
+    pub async fn wait_ready(&self) {
+        let _ = self.ready.subscribe().wait_for(|r| *r).await;
     }
 
     /// The budgets (for metrics and tests).
@@ -79,96 +225,142 @@ impl Ingest {
         &self.ctx.admission
     }
 
-    /// Accepts one event for `team`. `Ok` is the acknowledgement: today it means the rows are in
-    /// the team's in-memory buffer (a write-ahead log will make it mean durable).
-    pub async fn submit(&self, team: &TeamId, rows: EventRows) -> Result<(), IngestError> {
+    /// The WAL (for metrics).
+    pub fn wal(&self) -> &Wal<Payload> {
+        &self.wal
+    }
+
+    /// Commit progress (for metrics).
+    pub fn progress(&self) -> &Progress {
+        &self.ctx.progress
+    }
+
+    /// Accepts one event for `team`; `Ok` is the acknowledgement. With `ingest.ack = durable`
+    /// the event is in the WAL and fsync'd; with `buffered` it is queued in memory;
+    /// with [`Wait::Committed`] it is in a committed Parquet file.
+    pub async fn submit(
+        &self,
+        team: &TeamId,
+        rows: EventRows,
+        body: Bytes,
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Accepted, IngestError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(IngestError::ShuttingDown);
         }
-        let bytes = rows.approx_bytes();
-        self.ctx.admission.admit(team, bytes).map_err(|r| match r {
-            Refusal::Team => IngestError::TeamBufferFull,
-            Refusal::Global => IngestError::Overloaded,
-        })?;
-        let result = self.deliver(team, Arc::new(rows), bytes).await;
-        if result.is_err() {
-            self.ctx.admission.release(team, bytes);
+        if !self.is_ready() {
+            return Err(IngestError::Recovering);
         }
-        result
-    }
-
-    async fn deliver(
-        &self,
-        team: &TeamId,
-        rows: Arc<EventRows>,
-        bytes: u64,
-    ) -> Result<(), IngestError> {
-        let mut last_err = String::new();
-        for _ in 0..SUBMIT_ATTEMPTS {
-            let actor = self.actor_for(team).await?;
-            let rows = rows.clone();
-            match actor
-                .call(|reply| TeamMsg::Append(rows, bytes, reply), None)
-                .await
-            {
-                Ok(CallResult::Success(result)) => return result.map_err(IngestError::from),
-                // The actor stopped (idle or failed) before handling the message: nothing was
-                // buffered, so resolve the team's actor again and retry.
-                Ok(other) => last_err = format!("{other:?}"),
-                Err(e) => last_err = e.to_string(),
+        let dedup_id = rows.client_id.then(|| rows.id.clone());
+        if let Some(id) = &dedup_id
+            && !self.dedup.insert(team, id, received_at)
+        {
+            metrics::counter!("stowage_events_duplicate_total").increment(1);
+            return Ok(Accepted::Duplicate);
+        }
+        let undo = |bytes: Option<u64>| {
+            if let Some(id) = &dedup_id {
+                self.dedup.forget(team, id);
             }
-            self.actors
-                .remove_if(team, |_, a| a.get_id() == actor.get_id());
-        }
-        Err(IngestError::Unavailable(last_err))
-    }
-
-    /// The running actor of `team`, started if needed.
-    async fn actor_for(&self, team: &TeamId) -> Result<ActorRef<TeamMsg>, IngestError> {
-        if let Some(a) = self.actors.get(team) {
-            return Ok(a.clone());
-        }
-        let _guard = self.spawn_lock.lock().await;
-        if let Some(a) = self.actors.get(team) {
-            return Ok(a.clone());
-        }
-        let args = TeamArgs {
-            team: team.clone(),
-            ctx: self.ctx.clone(),
+            if let Some(b) = bytes {
+                self.ctx.admission.release(team, b);
+            }
         };
-        let (actor, _) = Actor::spawn_linked(None, TeamActor, args, self.supervisor.get_cell())
-            .await
-            .map_err(|e| IngestError::Unavailable(e.to_string()))?;
-        self.actors.insert(team.clone(), actor.clone());
-        Ok(actor)
+        if let Err(e) = self.limits.admit(team, &rows, true) {
+            undo(None);
+            return Err(e.into());
+        }
+        let bytes = rows.approx_bytes();
+        if let Err(r) = self.ctx.admission.admit(team, bytes) {
+            undo(None);
+            return Err(match r {
+                Refusal::Team => IngestError::TeamBufferFull,
+                Refusal::Global => IngestError::Overloaded,
+            });
+        }
+        let need_seq = self.ack == AckMode::Durable || wait == Wait::Committed;
+        let (ack_tx, ack_rx) = if need_seq {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let entry = Entry {
+            team: team.clone(),
+            flags: if dedup_id.is_some() {
+                wal::record::FLAG_CLIENT_ID
+            } else {
+                0
+            },
+            received_at,
+            id: rows.id.clone(),
+            body,
+            payload: Payload {
+                rows: Arc::new(rows),
+                bytes,
+            },
+            ack: ack_tx,
+        };
+        if let Err(e) = self.wal.append(entry) {
+            undo(Some(bytes));
+            return Err(e.into());
+        }
+        let Some(ack_rx) = ack_rx else {
+            return Ok(Accepted::Stored);
+        };
+        let seq = match ack_rx.await {
+            Ok(Ok(seq)) => seq,
+            Ok(Err(e)) => {
+                undo(Some(bytes));
+                return Err(e.into());
+            }
+            Err(_) => {
+                undo(Some(bytes));
+                return Err(WalError::Closed.into());
+            }
+        };
+        if wait == Wait::Committed {
+            let mut rx = self.ctx.progress.committed_rx(team);
+            // The sender lives as long as the progress map, so this only ends when committed.
+            let _ = rx.wait_for(|w| *w >= seq).await;
+        }
+        Ok(Accepted::Stored)
     }
 
-    /// Flushes every team and waits until everything buffered before the call is committed.
+    /// Flushes every team and waits until everything handed to actors before the call is
+    /// committed.
     pub async fn flush_all(&self) {
-        let actors: Vec<_> = self.actors.iter().map(|e| e.value().clone()).collect();
-        let calls = actors.iter().map(|a| a.call(TeamMsg::Flush, None));
-        for r in futures::future::join_all(calls).await {
-            if let Err(e) = r {
-                // An actor that stopped while idle had nothing to flush.
-                warn!(error = %e, "flush request not delivered");
-            }
+        let (tx, rx) = oneshot::channel();
+        if self.control.send(Control::FlushAll(tx)).is_ok() {
+            let _ = rx.await;
         }
     }
 
-    /// Stops accepting, flushes and commits every buffer, and stops every actor.
+    /// Fault injection for tests of supervision: makes `team`'s actor panic.
+    #[doc(hidden)]
+    pub fn crash_team_actor(&self, team: &TeamId) {
+        let _ = self.control.send(Control::Crash(team.clone()));
+    }
+
+    /// Stops accepting, writes out the WAL queue, flushes and commits every buffer, and stops
+    /// every actor.
     pub async fn shutdown(&self) {
         self.closing.store(true, Ordering::Release);
-        let _guard = self.spawn_lock.lock().await;
-        self.flush_all().await;
-        let actors: Vec<_> = self.actors.iter().map(|e| e.value().clone()).collect();
-        for a in actors {
-            a.stop_and_wait(Some("shutdown".into()), None).await.ok();
+        let wal = self.wal.clone();
+        let _ = tokio::task::spawn_blocking(move || wal.close()).await;
+        let (tx, rx) = oneshot::channel();
+        if self.control.send(Control::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
         }
-        self.supervisor.stop_and_wait(None, None).await.ok();
+        let handle = self.dispatcher.lock().expect("dispatcher lock").take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
     }
 
     /// Number of running team actors.
     pub fn active_teams(&self) -> usize {
-        self.actors.len()
+        self.active_teams.load(Ordering::Relaxed)
     }
 }

@@ -1,22 +1,28 @@
-//! The team actor: owns one team's buffers (per table), enforces the table and column limits,
-//! and decides when to flush — on the age of the oldest row (a timer that fires without new
-//! traffic), on rows per table, on bytes per team, or when asked. One flush is in flight at a
-//! time, so files commit in ingestion order; the actor keeps accepting while it runs.
+//! The team actor: owns one team's buffers (per table) and decides when to flush — on the age
+//! of the oldest row (a timer that fires without new traffic), on rows per table, on bytes per
+//! team, or when asked. One flush is in flight at a time, so files commit in WAL order and the
+//! team's watermark only moves forward; the actor keeps accepting while a flush runs. A
+//! restarted actor first rebuilds its buffer from the WAL.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::{debug, error};
+use tracing::{debug, error, info};
 
 use super::admission::Admission;
 use super::buffer::TableBuffer;
+use super::dispatch::Control;
 use super::event::EventRows;
 use super::flush::{self, FlushCtx, FlushJob};
+use super::progress::Progress;
+use super::replay;
 use crate::catalog::TeamId;
-use crate::config::{FlushConfig, LimitsConfig};
+use crate::config::FlushConfig;
 
 /// Everything a team actor needs besides its team id.
 #[derive(Debug)]
@@ -25,15 +31,19 @@ pub struct TeamCtx {
     pub flush: FlushCtx,
     /// Flush triggers.
     pub flush_cfg: FlushConfig,
-    /// Warehouse limits.
-    pub limits: LimitsConfig,
     /// Budgets to give bytes back to after commits.
     pub admission: Arc<Admission>,
+    /// Watermarks, oldest uncommitted records, flush locks.
+    pub progress: Arc<Progress>,
     /// Stop after this long idle.
     pub idle_timeout: Duration,
+    /// Where to rebuild a buffer from after a crash.
+    pub wal_dir: PathBuf,
+    /// To the dispatcher (idle-stop requests).
+    pub control: mpsc::UnboundedSender<Control>,
 }
 
-/// Why an event was refused by its team actor.
+/// Why an event was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AppendError {
     /// The team already has the most tables it may.
@@ -47,23 +57,25 @@ pub enum AppendError {
         /// The limit.
         limit: usize,
     },
-    /// A buffer could not take the row (a bug, reported as 500).
-    #[error("buffer error: {0}")]
+    /// Something internal failed (reported as 500).
+    #[error("internal error: {0}")]
     Internal(String),
 }
 
 /// Messages a team actor handles.
 pub enum TeamMsg {
-    /// Buffer one event whose `bytes` were admitted; reply once it is in the buffer.
-    Append(Arc<EventRows>, u64, RpcReplyPort<Result<(), AppendError>>),
+    /// Buffer one event: WAL sequence number and admitted bytes.
+    Append(Arc<EventRows>, u64, u64),
     /// Reply once everything buffered now is committed.
     Flush(RpcReplyPort<()>),
     /// The flush timer of a given generation fired.
     Timer(u64),
-    /// Flush number `seq` committed these table schemas.
-    FlushDone(u64, Vec<(String, crate::warehouse::schema::TableSchema)>),
+    /// Flush number N committed up to this watermark.
+    FlushDone(u64, u64),
     /// Stop if idle long enough.
     IdleCheck,
+    /// Fault injection: panic (tests of supervision).
+    Crash,
 }
 
 /// The actor (state lives in [`TeamState`]).
@@ -75,6 +87,8 @@ pub struct TeamArgs {
     pub team: TeamId,
     /// Shared context.
     pub ctx: Arc<TeamCtx>,
+    /// After a crash: rebuild the buffer from WAL records up to this sequence number.
+    pub rebuild_through: Option<u64>,
 }
 
 /// A team actor's state.
@@ -85,19 +99,22 @@ pub struct TeamState {
     tables: HashMap<String, TableBuffer>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
     buffered_bytes: u64,
-    /// When the oldest buffered row arrived.
-    oldest: Option<Instant>,
+    /// WAL range of the buffered rows.
+    buffer_first_seq: Option<u64>,
+    buffer_last_seq: u64,
+    /// First WAL record of the running flush.
+    inflight_first_seq: Option<u64>,
+    /// Highest record received.
+    last_seen_seq: u64,
     /// Bumped on every flush so a stale timer is ignored.
     timer_gen: u64,
-    /// Flushes started and completed (sequence numbers).
+    /// Flushes started and completed (numbers).
     started: u64,
     completed: u64,
     /// Another flush is due as soon as the running one finishes.
     pending: bool,
     /// Flush requests waiting for flush number N to complete.
     waiters: Vec<(u64, RpcReplyPort<()>)>,
-    /// Committed columns per table, for the limits.
-    known: HashMap<String, HashSet<String>>,
     last_activity: Instant,
     idle_task: Option<JoinHandle<()>>,
 }
@@ -112,31 +129,43 @@ impl Actor for TeamActor {
         myself: ActorRef<TeamMsg>,
         args: TeamArgs,
     ) -> Result<TeamState, ActorProcessingErr> {
-        let catalog = args.ctx.flush.catalog.clone();
-        let team = args.team.clone();
-        let schemas = tokio::task::spawn_blocking(move || catalog.team_schemas(&team)).await??;
-        let known = schemas
-            .into_iter()
-            .map(|(t, s)| (t, s.columns.into_iter().map(|c| c.name).collect()))
-            .collect();
         let check_every = (args.ctx.idle_timeout / 2).max(Duration::from_millis(50));
-        let idle_task = Some(myself.send_interval(check_every, || TeamMsg::IdleCheck));
-        debug!(team = %args.team, "team actor started");
-        Ok(TeamState {
+        let mut state = TeamState {
             team: args.team,
             ctx: args.ctx,
             tables: HashMap::new(),
             buffered_bytes: 0,
-            oldest: None,
+            buffer_first_seq: None,
+            buffer_last_seq: 0,
+            inflight_first_seq: None,
+            last_seen_seq: 0,
             timer_gen: 0,
             started: 0,
             completed: 0,
             pending: false,
             waiters: Vec::new(),
-            known,
             last_activity: Instant::now(),
-            idle_task,
-        })
+            idle_task: Some(myself.send_interval(check_every, || TeamMsg::IdleCheck)),
+        };
+        if let Some(through) = args.rebuild_through {
+            let records =
+                replay::team_records_after_flushes(&state.ctx, &state.team, through).await?;
+            info!(team = %state.team, records = records.len(), through, "team actor restarted; buffer rebuilt from the WAL");
+            for (seq, rows) in records {
+                let bytes = rows.approx_bytes();
+                state.append(&myself, &rows, seq, bytes);
+            }
+            state.report_oldest(
+                state
+                    .ctx
+                    .progress
+                    .committed_rx(&state.team)
+                    .borrow()
+                    .to_owned(),
+            );
+        }
+        debug!(team = %state.team, "team actor started");
+        Ok(state)
     }
 
     async fn post_stop(
@@ -157,9 +186,8 @@ impl Actor for TeamActor {
         state: &mut TeamState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            TeamMsg::Append(rows, bytes, reply) => {
-                let result = state.append(&myself, &rows, bytes);
-                let _ = reply.send(result);
+            TeamMsg::Append(rows, seq, bytes) => {
+                state.append(&myself, &rows, seq, bytes);
                 if state.over_size_trigger() {
                     state.start_flush(&myself);
                 }
@@ -170,18 +198,11 @@ impl Actor for TeamActor {
                     state.start_flush(&myself);
                 }
             }
-            TeamMsg::FlushDone(seq, schemas) => {
-                state.completed = seq;
-                for (table, schema) in schemas {
-                    state
-                        .known
-                        .entry(table)
-                        .or_default()
-                        .extend(schema.columns.into_iter().map(|c| c.name));
-                }
-                let done = state.completed;
+            TeamMsg::FlushDone(number, watermark) => {
+                state.completed = number;
+                state.inflight_first_seq = None;
                 let (ready, waiting): (Vec<_>, Vec<_>) =
-                    state.waiters.drain(..).partition(|(n, _)| *n <= done);
+                    state.waiters.drain(..).partition(|(n, _)| *n <= number);
                 state.waiters = waiting;
                 ready.into_iter().for_each(|(_, r)| {
                     let _ = r.send(());
@@ -190,13 +211,18 @@ impl Actor for TeamActor {
                     state.pending = false;
                     state.start_flush(&myself);
                 }
+                state.report_oldest(watermark);
             }
             TeamMsg::IdleCheck => {
                 if state.is_idle() && state.last_activity.elapsed() >= state.ctx.idle_timeout {
-                    debug!(team = %state.team, "team actor idle; stopping");
-                    myself.stop(Some("idle".into()));
+                    let _ = state.ctx.control.send(Control::IdleStop {
+                        team: state.team.clone(),
+                        actor: myself.get_id(),
+                        last_seen: state.last_seen_seq,
+                    });
                 }
             }
+            TeamMsg::Crash => panic!("injected crash of team {}", state.team),
         }
         Ok(())
     }
@@ -211,81 +237,33 @@ impl TeamState {
         self.tables.is_empty() && !self.in_flight() && self.waiters.is_empty()
     }
 
-    fn append(
-        &mut self,
-        myself: &ActorRef<TeamMsg>,
-        ev: &EventRows,
-        bytes: u64,
-    ) -> Result<(), AppendError> {
+    fn append(&mut self, myself: &ActorRef<TeamMsg>, ev: &EventRows, seq: u64, bytes: u64) {
         self.last_activity = Instant::now();
-        self.check_limits(ev)?;
-        let internal = |e: arrow::error::ArrowError| AppendError::Internal(e.to_string());
-        self.tables
+        self.last_seen_seq = seq;
+        let result = self
+            .tables
             .entry("tracks".into())
             .or_default()
             .append(&ev.standard)
-            .map_err(internal)?;
-        self.tables
-            .entry(ev.table.clone())
-            .or_default()
-            .append(ev.standard.iter().chain(&ev.properties))
-            .map_err(internal)?;
+            .and_then(|_| {
+                self.tables
+                    .entry(ev.table.clone())
+                    .or_default()
+                    .append(ev.standard.iter().chain(&ev.properties))
+            });
+        if let Err(e) = result {
+            // The record stays in the WAL; it is rebuilt if this actor restarts.
+            error!(team = %self.team, seq, error = %e, "could not buffer an event");
+        }
         self.buffered_bytes += bytes;
-        if self.oldest.is_none() {
-            self.oldest = Some(Instant::now());
+        self.buffer_last_seq = seq;
+        if self.buffer_first_seq.is_none() {
+            self.buffer_first_seq = Some(seq);
             let generation = self.timer_gen;
             myself.send_after(self.ctx.flush_cfg.interval.0, move || {
                 TeamMsg::Timer(generation)
             });
         }
-        Ok(())
-    }
-
-    /// Refuses an event that would create a table or columns past the limits.
-    fn check_limits(&self, ev: &EventRows) -> Result<(), AppendError> {
-        let limits = &self.ctx.limits;
-        let exists = |t: &str| self.known.contains_key(t) || self.tables.contains_key(t);
-        let new_tables = [("tracks"), ev.table.as_str()]
-            .iter()
-            .filter(|t| !exists(t))
-            .count();
-        if new_tables > 0 {
-            let current = self.known.len()
-                + self
-                    .tables
-                    .keys()
-                    .filter(|t| !self.known.contains_key(*t))
-                    .count();
-            if current + new_tables > limits.tables_per_team {
-                return Err(AppendError::TooManyTables(limits.tables_per_team));
-            }
-        }
-        let known = self.known.get(&ev.table);
-        let buffer = self.tables.get(&ev.table);
-        let has = |c: &str| {
-            known.is_some_and(|k| k.contains(c)) || buffer.is_some_and(|b| b.has_column(c))
-        };
-        let new_cols = ev
-            .standard
-            .iter()
-            .chain(&ev.properties)
-            .filter(|(c, _)| !has(c))
-            .count();
-        if new_cols > 0 {
-            let buffered_only = buffer.map_or(0, |b| {
-                b.column_names()
-                    .filter(|c| !known.is_some_and(|k| k.contains(*c)))
-                    .count()
-            });
-            let current = known.map_or(0, HashSet::len) + buffered_only;
-            if current + new_cols > limits.columns_per_table {
-                return Err(AppendError::TooManyColumns {
-                    table: ev.table.clone(),
-                    limit: limits.columns_per_table,
-                });
-            }
-        }
-        Ok(())
     }
 
     fn over_size_trigger(&self) -> bool {
@@ -313,6 +291,12 @@ impl TeamState {
         }
     }
 
+    /// Tells [`Progress`] the oldest record this actor has not committed.
+    fn report_oldest(&self, committed: u64) {
+        let oldest = self.inflight_first_seq.or(self.buffer_first_seq);
+        self.ctx.progress.set_oldest(&self.team, oldest, committed);
+    }
+
     /// Hands the buffers to a flush task, or queues one if a flush is running.
     fn start_flush(&mut self, myself: &ActorRef<TeamMsg>) {
         if self.tables.is_empty() {
@@ -328,23 +312,28 @@ impl TeamState {
             .map(|(name, mut buf)| (name, buf.take_batch()))
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
-        self.oldest = None;
+        let watermark = self.buffer_last_seq;
+        self.inflight_first_seq = self.buffer_first_seq.take();
         self.timer_gen += 1;
         self.started += 1;
-        let seq = self.started;
+        let number = self.started;
         let (ctx, team, me) = (self.ctx.clone(), self.team.clone(), myself.clone());
         tokio::spawn(async move {
-            let outcome = flush::run(
+            let lock = ctx.progress.flush_lock(&team);
+            let _held = lock.lock().await;
+            flush::run(
                 &ctx.flush,
                 FlushJob {
                     team: team.clone(),
                     tables,
+                    watermark,
                 },
             )
             .await;
+            ctx.progress.set_committed(&team, watermark);
             ctx.admission.release(&team, bytes);
-            if me.cast(TeamMsg::FlushDone(seq, outcome.schemas)).is_err() {
-                error!(team = %team, "flush finished after its team actor stopped");
+            if me.cast(TeamMsg::FlushDone(number, watermark)).is_err() {
+                debug!(team = %team, "flush finished after its team actor stopped");
             }
         });
     }

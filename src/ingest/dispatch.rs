@@ -1,0 +1,235 @@
+//! The dispatcher: one task that receives WAL-written events in sequence order and hands each to
+//! its team's actor, and the only place actors are started and stopped. Because every event
+//! reaches an actor through here, in order, a team's buffer always holds a contiguous tail of
+//! its WAL records — which is what makes one watermark per team enough. An actor that died is
+//! restarted with its buffer rebuilt from the WAL; an idle one is stopped only when nothing was
+//! sent to it since it said it was idle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorId, ActorRef};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, error, warn};
+
+use super::event::EventRows;
+use super::supervisor::{Supervisor, SupervisorMsg};
+use super::team::{TeamActor, TeamArgs, TeamCtx, TeamMsg};
+use crate::catalog::TeamId;
+use crate::wal::{Wal, Written};
+
+/// What travels through the WAL with each event.
+pub struct Payload {
+    /// The validated rows.
+    pub rows: Arc<EventRows>,
+    /// Admitted bytes.
+    pub bytes: u64,
+}
+
+/// Requests to the dispatcher.
+pub enum Control {
+    /// An actor stopped (`failed`: it panicked).
+    ActorDown {
+        /// Which.
+        actor: ActorId,
+        /// Whether it failed.
+        failed: bool,
+    },
+    /// An actor found itself idle having seen up to `last_seen`.
+    IdleStop {
+        /// Team.
+        team: TeamId,
+        /// Which actor.
+        actor: ActorId,
+        /// Highest record it received.
+        last_seen: u64,
+    },
+    /// Flush every team; reply when committed.
+    FlushAll(oneshot::Sender<()>),
+    /// Fault injection: make a team's actor panic.
+    Crash(TeamId),
+    /// The WAL is closed: dispatch what is left, flush, stop every actor, reply.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// How often segments are checked for deletion.
+const WAL_GC_EVERY: Duration = Duration::from_millis(500);
+
+pub(super) struct Dispatcher {
+    pub ctx: Arc<TeamCtx>,
+    pub wal: Arc<Wal<Payload>>,
+    pub data: mpsc::UnboundedReceiver<Written<Payload>>,
+    pub control: mpsc::UnboundedReceiver<Control>,
+    pub supervisor: ActorRef<SupervisorMsg>,
+    pub actors: HashMap<TeamId, ActorRef<TeamMsg>>,
+    pub last_dispatched: HashMap<TeamId, u64>,
+    /// Every record up to here has been handed to an actor.
+    pub dispatched_through: u64,
+    pub metrics_teams: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Dispatcher {
+    /// Starts the supervisor; the caller spawns [`Dispatcher::run`].
+    pub async fn supervisor(
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Result<ActorRef<SupervisorMsg>, ractor::SpawnErr> {
+        Ok(Actor::spawn(None, Supervisor, control).await?.0)
+    }
+
+    pub async fn run(mut self) {
+        let mut gc = tokio::time::interval(WAL_GC_EVERY);
+        loop {
+            tokio::select! {
+                Some(w) = self.data.recv() => self.dispatch(w).await,
+                Some(c) = self.control.recv() => {
+                    if let Control::Shutdown(reply) = c {
+                        self.shutdown().await;
+                        let _ = reply.send(());
+                        return;
+                    }
+                    self.control(c).await;
+                }
+                _ = gc.tick() => self.collect_wal(),
+                else => return,
+            }
+        }
+    }
+
+    fn collect_wal(&self) {
+        let bound = self.dispatched_through + 1;
+        let min = self
+            .ctx
+            .progress
+            .min_uncommitted()
+            .map_or(bound, |m| m.min(bound));
+        self.wal.release_below(min);
+    }
+
+    async fn dispatch(&mut self, w: Written<Payload>) {
+        self.last_dispatched.insert(w.team.clone(), w.seq);
+        self.dispatched_through = self.dispatched_through.max(w.seq);
+        self.ctx.progress.note_dispatched(&w.team, w.seq);
+        let msg = TeamMsg::Append(w.payload.rows, w.seq, w.payload.bytes);
+        let sent = match self.actors.get(&w.team) {
+            Some(actor) => actor.cast(msg).is_ok(),
+            None => match self.spawn(&w.team, None).await {
+                Some(actor) => actor.cast(msg).is_ok(),
+                None => false,
+            },
+        };
+        if !sent {
+            // The actor died: a new one rebuilds everything up to this record from the WAL.
+            warn!(team = %w.team, seq = w.seq, "team actor gone; restarting it from the WAL");
+            self.actors.remove(&w.team);
+            self.spawn(&w.team, Some(w.seq)).await;
+        }
+    }
+
+    async fn spawn(
+        &mut self,
+        team: &TeamId,
+        rebuild_through: Option<u64>,
+    ) -> Option<ActorRef<TeamMsg>> {
+        let args = TeamArgs {
+            team: team.clone(),
+            ctx: self.ctx.clone(),
+            rebuild_through,
+        };
+        match Actor::spawn_linked(None, TeamActor, args, self.supervisor.get_cell()).await {
+            Ok((actor, _)) => {
+                self.actors.insert(team.clone(), actor.clone());
+                self.metrics_teams
+                    .store(self.actors.len(), std::sync::atomic::Ordering::Relaxed);
+                Some(actor)
+            }
+            Err(e) => {
+                // Its records stay in the WAL; the next event for the team retries.
+                error!(team = %team, error = %e, "cannot start team actor");
+                None
+            }
+        }
+    }
+
+    fn team_of(&self, actor: ActorId) -> Option<TeamId> {
+        self.actors
+            .iter()
+            .find(|(_, a)| a.get_id() == actor)
+            .map(|(t, _)| t.clone())
+    }
+
+    async fn control(&mut self, c: Control) {
+        match c {
+            Control::ActorDown { actor, failed } => {
+                let Some(team) = self.team_of(actor) else {
+                    return;
+                };
+                self.actors.remove(&team);
+                if failed {
+                    let through = self.last_dispatched.get(&team).copied();
+                    error!(team = %team, "team actor failed; restarting it from the WAL");
+                    if through.is_some() {
+                        self.spawn(&team, through).await;
+                    }
+                }
+                self.metrics_teams
+                    .store(self.actors.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+            Control::IdleStop {
+                team,
+                actor,
+                last_seen,
+            } => {
+                let current = self.actors.get(&team).is_some_and(|a| a.get_id() == actor);
+                let nothing_new = self
+                    .last_dispatched
+                    .get(&team)
+                    .is_none_or(|s| *s == last_seen);
+                if current && nothing_new {
+                    debug!(team = %team, "stopping idle team actor");
+                    if let Some(a) = self.actors.remove(&team) {
+                        a.stop(Some("idle".into()));
+                    }
+                    self.last_dispatched.remove(&team);
+                    self.metrics_teams
+                        .store(self.actors.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            Control::FlushAll(reply) => {
+                let actors: Vec<_> = self.actors.values().cloned().collect();
+                tokio::spawn(async move {
+                    flush_all(&actors).await;
+                    let _ = reply.send(());
+                });
+            }
+            Control::Crash(team) => {
+                if let Some(a) = self.actors.get(&team) {
+                    let _ = a.cast(TeamMsg::Crash);
+                }
+            }
+            Control::Shutdown(_) => unreachable!("handled in run"),
+        }
+    }
+
+    async fn shutdown(&mut self) {
+        while let Some(w) = self.data.recv().await {
+            self.dispatch(w).await;
+        }
+        let actors: Vec<_> = self.actors.values().cloned().collect();
+        flush_all(&actors).await;
+        for a in actors {
+            a.stop_and_wait(Some("shutdown".into()), None).await.ok();
+        }
+        self.collect_wal();
+        self.supervisor.stop_and_wait(None, None).await.ok();
+    }
+}
+
+async fn flush_all(actors: &[ActorRef<TeamMsg>]) {
+    let calls = actors.iter().map(|a| a.call(TeamMsg::Flush, None));
+    for r in futures::future::join_all(calls).await {
+        if let Err(e) = r {
+            debug!(error = %e, "flush request not delivered (actor stopped)");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Per-team commit progress shared by the dispatcher, the actors and their flushes: the committed
+//! WAL watermark (watched by `X-Stowage-Wait: committed`), the oldest sequence number not yet
+//! committed (bounds WAL segment deletion), and a flush lock (one flush of a team at a time,
+//! even across an actor restart).
+
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use tokio::sync::watch;
+
+use crate::catalog::TeamId;
+
+/// Shared progress of every team.
+#[derive(Debug, Default)]
+pub struct Progress {
+    committed: DashMap<TeamId, watch::Sender<u64>>,
+    uncommitted: DashMap<TeamId, u64>,
+    flush_locks: DashMap<TeamId, Arc<tokio::sync::Mutex<()>>>,
+}
+
+impl Progress {
+    fn committed_tx(&self, team: &TeamId) -> watch::Sender<u64> {
+        self.committed
+            .entry(team.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .clone()
+    }
+
+    /// Watches the team's committed watermark.
+    pub fn committed_rx(&self, team: &TeamId) -> watch::Receiver<u64> {
+        self.committed_tx(team).subscribe()
+    }
+
+    /// Raises the team's committed watermark.
+    pub fn set_committed(&self, team: &TeamId, watermark: u64) {
+        self.committed_tx(team).send_if_modified(|w| {
+            let raise = watermark > *w;
+            if raise {
+                *w = watermark;
+            }
+            raise
+        });
+    }
+
+    /// A record was handed to the team's actor: it is uncommitted from now on.
+    pub fn note_dispatched(&self, team: &TeamId, seq: u64) {
+        self.uncommitted.entry(team.clone()).or_insert(seq);
+    }
+
+    /// The actor reports its oldest uncommitted record (`None`: nothing since `committed`).
+    pub fn set_oldest(&self, team: &TeamId, oldest: Option<u64>, committed: u64) {
+        match oldest {
+            Some(o) => {
+                self.uncommitted.insert(team.clone(), o);
+            }
+            // Keep a newer entry the dispatcher added for a record still in the mailbox.
+            None => {
+                self.uncommitted.remove_if(team, |_, v| *v <= committed);
+            }
+        }
+    }
+
+    /// The oldest uncommitted sequence number of any team.
+    pub fn min_uncommitted(&self) -> Option<u64> {
+        self.uncommitted.iter().map(|e| *e.value()).min()
+    }
+
+    /// The lock a team's flush holds from encoding to commit.
+    pub fn flush_lock(&self, team: &TeamId) -> Arc<tokio::sync::Mutex<()>> {
+        self.flush_locks.entry(team.clone()).or_default().clone()
+    }
+
+    /// Oldest uncommitted sequence number per team (metrics).
+    pub fn uncommitted_by_team(&self) -> Vec<(TeamId, u64)> {
+        self.uncommitted
+            .iter()
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect()
+    }
+}

@@ -1,0 +1,236 @@
+//! The write-ahead log: every accepted event is framed ([`record`]) into segment files
+//! ([`segment`]) by one group-commit writer ([`writer`]) before it is acknowledged. On start,
+//! [`recover`] reads the segments back (cutting a torn tail, refusing mid-file corruption);
+//! segments are deleted once every record in them is committed to Parquet.
+
+pub mod record;
+pub mod segment;
+pub mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+pub use record::Record;
+use segment::{End, SegmentMeta};
+pub use writer::{Entry, WalError, WalOptions, WalStats, Written};
+
+/// What to do with a corrupt record in the middle of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryPolicy {
+    /// Stop start-up with the file and offset (default).
+    Strict,
+    /// Cut that segment at the bad record, report what was dropped, and go on.
+    Truncate,
+}
+
+/// A recovery that cannot go on by itself.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// Reading the directory or a file failed.
+    #[error("cannot read the write-ahead log in {dir}: {source}")]
+    Io {
+        /// The WAL directory.
+        dir: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A record in the middle of the log is damaged.
+    #[error(
+        "write-ahead log corrupt: {file} at byte offset {offset} ({reason}); {bytes_after} bytes follow it. \
+         Records there may include acknowledged events, so start-up stops. To drop everything from that \
+         record to the end of that segment and continue, restart with wal.recovery = \"truncate\" \
+         (env STOWAGE_WAL__RECOVERY=truncate); keep a copy of the file first"
+    )]
+    Corrupt {
+        /// The segment.
+        file: PathBuf,
+        /// Where.
+        offset: u64,
+        /// Why.
+        reason: String,
+        /// Bytes from there to the end of the file.
+        bytes_after: u64,
+    },
+}
+
+/// The log as found at start-up.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Every valid record, in sequence order.
+    pub records: Vec<Record>,
+    /// Existing segments (to delete once committed).
+    pub segments: Vec<SegmentMeta>,
+    /// Highest sequence number seen.
+    pub max_seq: u64,
+    /// What was cut off, one line each (torn tails, truncated corruption).
+    pub dropped: Vec<String>,
+}
+
+/// Reads every segment in `dir` (created if missing).
+pub fn recover(dir: &Path, policy: RecoveryPolicy) -> Result<Recovered, RecoverError> {
+    let io = |source| RecoverError::Io {
+        dir: dir.into(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut segments = segment::list(dir).map_err(io)?;
+    let mut out = Recovered::default();
+    let count = segments.len();
+    for (i, seg) in segments.iter_mut().enumerate() {
+        let (records, end) = segment::read(&seg.path).map_err(io)?;
+        let last_segment = i + 1 == count;
+        seg.last_seq = records.last().map(|r| r.seq);
+        out.max_seq = out.max_seq.max(seg.last_seq.unwrap_or(0));
+        out.records.extend(records);
+        let (offset, bytes, what) = match end {
+            End::Clean => continue,
+            End::Torn { offset, bytes } if last_segment => {
+                (offset, bytes, "torn tail (crash mid-write)")
+            }
+            End::Torn { offset, bytes } => {
+                (offset, bytes, "incomplete record before a newer segment")
+            }
+            End::Corrupt { offset, reason } => {
+                let len = std::fs::metadata(&seg.path).map_err(io)?.len();
+                if policy == RecoveryPolicy::Strict {
+                    return Err(RecoverError::Corrupt {
+                        file: seg.path.clone(),
+                        offset,
+                        reason,
+                        bytes_after: len - offset,
+                    });
+                }
+                (
+                    offset,
+                    len - offset,
+                    "corrupt record (wal.recovery = truncate)",
+                )
+            }
+        };
+        if !last_segment && what.starts_with("incomplete") && policy == RecoveryPolicy::Strict {
+            return Err(RecoverError::Corrupt {
+                file: seg.path.clone(),
+                offset,
+                reason: "incomplete record in a segment that is not the newest".into(),
+                bytes_after: bytes,
+            });
+        }
+        let line = format!(
+            "{}: dropped {bytes} bytes at offset {offset}: {what}",
+            seg.path.display()
+        );
+        warn!("{line}");
+        segment::truncate(&seg.path, offset).map_err(io)?;
+        out.dropped.push(line);
+    }
+    out.records.sort_by_key(|r| r.seq);
+    out.segments = segments;
+    Ok(out)
+}
+
+/// The running log: appends go to the writer thread; the consumer receives them in order.
+pub struct Wal<T> {
+    tx: Mutex<Option<std::sync::mpsc::Sender<Entry<T>>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    segments: Arc<Mutex<Vec<SegmentMeta>>>,
+    next_seq: Arc<AtomicU64>,
+    /// Writer counters.
+    pub stats: Arc<WalStats>,
+}
+
+impl<T: Send + 'static> Wal<T> {
+    /// Starts the writer after `recovered`; numbering continues above `floor` too (the highest
+    /// watermark the catalog knows), so a lost WAL directory can never reuse committed numbers.
+    pub fn start(
+        opts: WalOptions,
+        recovered: &Recovered,
+        floor: u64,
+        out: mpsc::UnboundedSender<Written<T>>,
+    ) -> Wal<T> {
+        let next = recovered.max_seq.max(floor) + 1;
+        let stats = Arc::new(WalStats::default());
+        let on_disk: u64 = recovered
+            .segments
+            .iter()
+            .filter_map(|s| std::fs::metadata(&s.path).ok())
+            .map(|m| m.len())
+            .sum();
+        stats.bytes_on_disk.store(on_disk, Ordering::Relaxed);
+        let segments = Arc::new(Mutex::new(recovered.segments.clone()));
+        let next_seq = Arc::new(AtomicU64::new(next));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = writer::Writer {
+            opts,
+            rx,
+            out,
+            segments: segments.clone(),
+            next_seq: next_seq.clone(),
+            stats: stats.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("stowage-wal".into())
+            .spawn(move || writer.run())
+            .expect("spawn WAL thread");
+        Wal {
+            tx: Mutex::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+            segments,
+            next_seq,
+            stats,
+        }
+    }
+
+    /// Queues an append; its `ack` (if any) is answered after fsync.
+    pub fn append(&self, entry: Entry<T>) -> Result<(), WalError> {
+        let guard = self.tx.lock().expect("wal sender lock");
+        let tx = guard.as_ref().ok_or(WalError::Closed)?;
+        tx.send(entry).map_err(|_| WalError::Closed)
+    }
+
+    /// The next sequence number to be assigned.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Acquire)
+    }
+
+    /// Deletes closed segments whose records are all below `min_uncommitted`.
+    pub fn release_below(&self, min_uncommitted: u64) {
+        let mut segs = self.segments.lock().expect("segments lock");
+        let open = segs.len().saturating_sub(1); // never the segment being written
+        let mut kept = Vec::with_capacity(segs.len());
+        let mut removed = Vec::new();
+        for (i, s) in segs.drain(..).enumerate() {
+            let done = i < open && s.last_seq.is_none_or(|last| last < min_uncommitted);
+            let len = std::fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0);
+            if done && std::fs::remove_file(&s.path).is_ok() {
+                let _ = self.stats.bytes_on_disk.fetch_update(
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                    |b| Some(b.saturating_sub(len)),
+                );
+                removed.push(s.path);
+            } else {
+                kept.push(s);
+            }
+        }
+        *segs = kept;
+        if !removed.is_empty() {
+            info!(
+                segments = removed.len(),
+                "WAL segments committed and deleted"
+            );
+        }
+    }
+
+    /// Stops accepting appends, lets the writer drain its queue, and waits for it.
+    pub fn close(&self) {
+        self.tx.lock().expect("wal sender lock").take();
+        if let Some(t) = self.thread.lock().expect("wal thread lock").take() {
+            let _ = t.join();
+        }
+    }
+}

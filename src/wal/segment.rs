@@ -1,0 +1,177 @@
+//! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: a torn record at the
+//! end of the newest segment is a crash mid-write and is cut off; damage anywhere else is
+//! corruption and stops recovery with the file and offset.
+
+use std::path::{Path, PathBuf};
+
+use super::record::{Decoded, Record, decode};
+
+/// A segment on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentMeta {
+    /// File path.
+    pub path: PathBuf,
+    /// Sequence number of its first record (from the file name).
+    pub first_seq: u64,
+    /// Sequence number of its last record, once known.
+    pub last_seq: Option<u64>,
+}
+
+/// The file name of a segment starting at `first_seq`.
+pub fn file_name(first_seq: u64) -> String {
+    format!("{first_seq:020}.wal")
+}
+
+/// The segments in `dir`, oldest first.
+pub fn list(dir: &Path) -> std::io::Result<Vec<SegmentMeta>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(stem) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".wal"))
+        else {
+            continue;
+        };
+        if let Ok(first_seq) = stem.parse::<u64>() {
+            out.push(SegmentMeta {
+                path,
+                first_seq,
+                last_seq: None,
+            });
+        }
+    }
+    out.sort_by_key(|s| s.first_seq);
+    Ok(out)
+}
+
+/// How reading a segment ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    /// Every byte was a valid record.
+    Clean,
+    /// A partial record starts at this offset and runs to the end of the file.
+    Torn {
+        /// Where the partial record starts.
+        offset: u64,
+        /// How many bytes it has.
+        bytes: u64,
+    },
+    /// Bytes at this offset are not a valid record and valid data may follow.
+    Corrupt {
+        /// Where.
+        offset: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Reads every valid record of one segment, stopping at the first problem.
+pub fn read(path: &Path) -> std::io::Result<(Vec<Record>, End)> {
+    let data = std::fs::read(path)?;
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    while at < data.len() {
+        match decode(&data[at..]) {
+            Decoded::Record(r, n) => {
+                records.push(r);
+                at += n;
+            }
+            Decoded::Incomplete => {
+                let bytes = (data.len() - at) as u64;
+                return Ok((
+                    records,
+                    End::Torn {
+                        offset: at as u64,
+                        bytes,
+                    },
+                ));
+            }
+            Decoded::Corrupt { reason, frame_len } => {
+                let rest = &data[at..];
+                // A crash can leave a half-written last record or zero-filled blocks: both are
+                // a torn tail. Anything with more data after it is real corruption.
+                let is_last = frame_len.is_some_and(|n| n >= rest.len());
+                if is_last || rest.iter().all(|b| *b == 0) {
+                    return Ok((
+                        records,
+                        End::Torn {
+                            offset: at as u64,
+                            bytes: rest.len() as u64,
+                        },
+                    ));
+                }
+                return Ok((
+                    records,
+                    End::Corrupt {
+                        offset: at as u64,
+                        reason,
+                    },
+                ));
+            }
+        }
+    }
+    Ok((records, End::Clean))
+}
+
+/// Cuts a segment at `offset` and makes that durable.
+pub fn truncate(path: &Path, offset: u64) -> std::io::Result<()> {
+    let f = std::fs::OpenOptions::new().write(true).open(path)?;
+    f.set_len(offset)?;
+    f.sync_all()
+}
+
+/// Makes a directory entry change (create, delete) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::encode;
+    use super::*;
+
+    fn write(path: &Path, seqs: std::ops::Range<u64>) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for s in seqs {
+            encode(s, 0, 1, "tm", &format!("id{s}"), b"{}", &mut buf);
+        }
+        std::fs::write(path, &buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn torn_tail_and_corruption_are_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(file_name(1));
+        let full = write(&p, 1..6);
+        let (recs, end) = read(&p).unwrap();
+        assert_eq!((recs.len(), end), (5, End::Clean));
+
+        std::fs::write(&p, &full[..full.len() - 3]).unwrap();
+        let (recs, end) = read(&p).unwrap();
+        assert_eq!(recs.len(), 4);
+        assert!(matches!(end, End::Torn { .. }));
+
+        let mut zeros = full.clone();
+        zeros.extend_from_slice(&[0; 4096]);
+        std::fs::write(&p, &zeros).unwrap();
+        assert_eq!(
+            read(&p).unwrap().1,
+            End::Torn {
+                offset: full.len() as u64,
+                bytes: 4096
+            }
+        );
+
+        let mut bad = full.clone();
+        bad[20] ^= 0x55; // inside the first record, four good ones follow
+        std::fs::write(&p, &bad).unwrap();
+        let (recs, end) = read(&p).unwrap();
+        assert_eq!(recs.len(), 0);
+        assert!(matches!(end, End::Corrupt { offset: 0, .. }), "{end:?}");
+
+        assert_eq!(list(dir.path()).unwrap()[0].first_seq, 1);
+    }
+}
