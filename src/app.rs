@@ -6,6 +6,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use object_store::ObjectStore;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -21,6 +22,15 @@ pub type StartError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Opens the catalog and store and starts ingestion.
 pub async fn build_state(config: Config) -> Result<AppState, StartError> {
+    let store = crate::store::open(&config)?;
+    build_state_with_store(config, store).await
+}
+
+/// Like [`build_state`], on a given object store (tests inject failures this way).
+pub async fn build_state_with_store(
+    config: Config,
+    store: Arc<dyn ObjectStore>,
+) -> Result<AppState, StartError> {
     std::fs::create_dir_all(&config.storage.data_dir).map_err(|e| {
         format!(
             "cannot create data dir {}: {e}",
@@ -29,7 +39,6 @@ pub async fn build_state(config: Config) -> Result<AppState, StartError> {
     })?;
     let path = config.catalog_path();
     let catalog = Arc::new(tokio::task::spawn_blocking(move || Catalog::open(&path)).await??);
-    let store = crate::store::open(&config)?;
     let flush = FlushCtx {
         catalog: catalog.clone(),
         store: store.clone(),
@@ -85,9 +94,18 @@ impl RunningServer {
     /// Starts a server with `config` on its `server.listen` address; returns once WAL recovery
     /// is done.
     pub async fn start(config: Config) -> Result<RunningServer, StartError> {
+        let store = crate::store::open(&config)?;
+        Self::start_with_store(config, store).await
+    }
+
+    /// Like [`RunningServer::start`], on a given object store.
+    pub async fn start_with_store(
+        config: Config,
+        store: Arc<dyn ObjectStore>,
+    ) -> Result<RunningServer, StartError> {
         let listener = TcpListener::bind(&config.server.listen).await?;
         let addr = listener.local_addr()?;
-        let state = build_state(config).await?;
+        let state = build_state_with_store(config, store).await?;
         state.ingest.wait_ready().await;
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(serve(listener, state.clone(), async {

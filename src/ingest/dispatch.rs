@@ -20,11 +20,16 @@ use crate::catalog::TeamId;
 use crate::wal::{Wal, Written};
 
 /// What travels through the WAL with each event.
-pub struct Payload {
-    /// The validated rows.
-    pub rows: Arc<EventRows>,
-    /// Admitted bytes.
-    pub bytes: u64,
+pub enum Payload {
+    /// An event.
+    Event {
+        /// The validated rows.
+        rows: Arc<EventRows>,
+        /// Admitted bytes.
+        bytes: u64,
+    },
+    /// A marker: flush every team once everything queued before it is dispatched, then reply.
+    FlushBarrier(oneshot::Sender<()>),
 }
 
 /// Requests to the dispatcher.
@@ -107,10 +112,14 @@ impl Dispatcher {
     }
 
     async fn dispatch(&mut self, w: Written<Payload>) {
+        let (rows, bytes) = match w.payload {
+            Payload::Event { rows, bytes } => (rows, bytes),
+            Payload::FlushBarrier(reply) => return self.control(Control::FlushAll(reply)).await,
+        };
         self.last_dispatched.insert(w.team.clone(), w.seq);
         self.dispatched_through = self.dispatched_through.max(w.seq);
         self.ctx.progress.note_dispatched(&w.team, w.seq);
-        let msg = TeamMsg::Append(w.payload.rows, w.seq, w.payload.bytes);
+        let msg = TeamMsg::Append(rows, w.seq, bytes);
         let sent = match self.actors.get(&w.team) {
             Some(actor) => actor.cast(msg).is_ok(),
             None => match self.spawn(&w.team, None).await {
@@ -158,7 +167,11 @@ impl Dispatcher {
             .map(|(t, _)| t.clone())
     }
 
-    async fn control(&mut self, c: Control) {
+    fn control(&mut self, c: Control) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.control_inner(c))
+    }
+
+    async fn control_inner(&mut self, c: Control) {
         match c {
             Control::ActorDown { actor, failed } => {
                 let Some(team) = self.team_of(actor) else {

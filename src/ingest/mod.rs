@@ -193,7 +193,7 @@ impl Ingest {
             let _ = self.limits.admit(&record.team, &rows, false);
             let bytes = rows.approx_bytes();
             self.ctx.admission.force(&record.team, bytes);
-            let payload = Payload {
+            let payload = Payload::Event {
                 rows: Arc::new(rows),
                 bytes,
             };
@@ -296,7 +296,7 @@ impl Ingest {
             received_at,
             id: rows.id.clone(),
             body,
-            payload: Payload {
+            payload: Payload::Event {
                 rows: Arc::new(rows),
                 bytes,
             },
@@ -328,13 +328,29 @@ impl Ingest {
         Ok(Accepted::Stored)
     }
 
-    /// Flushes every team and waits until everything handed to actors before the call is
-    /// committed.
+    /// Flushes every team and waits until every event acknowledged before the call is
+    /// committed. The request travels through the WAL queue as a marker, so events still
+    /// queued there (buffered acks) are included.
     pub async fn flush_all(&self) {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::FlushAll(tx)).is_ok() {
-            let _ = rx.await;
+        let marker = Entry {
+            team: TeamId::from(""),
+            flags: wal::record::FLAG_MARKER,
+            received_at: 0,
+            id: String::new(),
+            body: Bytes::new(),
+            payload: Payload::FlushBarrier(tx),
+            ack: None,
+        };
+        if let Err(e) = self.wal.append(marker) {
+            tracing::debug!(error = %e, "WAL closed; flushing directly");
+            let (tx, rx) = oneshot::channel();
+            if self.control.send(Control::FlushAll(tx)).is_ok() {
+                let _ = rx.await;
+            }
+            return;
         }
+        let _ = rx.await;
     }
 
     /// Fault injection for tests of supervision: makes `team`'s actor panic.

@@ -10,6 +10,9 @@ use crate::catalog::TeamId;
 pub const HEADER: usize = 8;
 /// Flag: the id came from the client's `messageId` (so it takes part in dedup).
 pub const FLAG_CLIENT_ID: u8 = 1;
+/// Flag on an append request (never written): an ordering marker passed to the consumer after
+/// every entry queued before it, without a record or a sequence number.
+pub const FLAG_MARKER: u8 = 0x80;
 /// Largest payload accepted when reading; anything larger is corruption.
 const MAX_PAYLOAD: usize = 64 << 20;
 

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
-use super::record::encode;
+use super::record::{FLAG_MARKER, encode};
 use super::segment::{SegmentMeta, file_name, sync_dir};
 use crate::catalog::TeamId;
 
@@ -127,7 +127,12 @@ impl<T: Send + 'static> Writer<T> {
             batch.insert(0, first);
             buf.clear();
             let first_seq = seq;
+            let mut seqs = Vec::with_capacity(batch.len());
             for e in &batch {
+                if e.flags & FLAG_MARKER != 0 {
+                    seqs.push(0);
+                    continue;
+                }
                 encode(
                     seq,
                     e.flags,
@@ -137,21 +142,28 @@ impl<T: Send + 'static> Writer<T> {
                     &e.body,
                     &mut buf,
                 );
+                seqs.push(seq);
                 seq += 1;
             }
-            let started = Instant::now();
-            let result = file.write_all(&buf).and_then(|_| file.sync_data());
-            let took = started.elapsed();
-            last_sync = Instant::now();
-            self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .fsync_nanos
-                .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-            self.stats
-                .entries
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            metrics::histogram!("stowage_wal_fsync_seconds").record(took.as_secs_f64());
-            metrics::histogram!("stowage_wal_batch_entries").record(batch.len() as f64);
+            let result = if buf.is_empty() {
+                Ok(()) // only markers
+            } else {
+                let started = Instant::now();
+                let result = file.write_all(&buf).and_then(|_| file.sync_data());
+                let took = started.elapsed();
+                last_sync = Instant::now();
+                let records = seqs.iter().filter(|s| **s != 0).count();
+                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .fsync_nanos
+                    .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+                self.stats
+                    .entries
+                    .fetch_add(records as u64, Ordering::Relaxed);
+                metrics::histogram!("stowage_wal_fsync_seconds").record(took.as_secs_f64());
+                metrics::histogram!("stowage_wal_batch_entries").record(records as f64);
+                result
+            };
             match result {
                 Ok(()) => {
                     file_len += buf.len() as u64;
@@ -162,8 +174,8 @@ impl<T: Send + 'static> Writer<T> {
                         cur.last_seq = Some(seq - 1);
                     }
                     self.next_seq.store(seq, Ordering::Release);
-                    for (i, e) in batch.drain(..).enumerate() {
-                        self.deliver(e, first_seq + i as u64, Ok(()));
+                    for (e, s) in batch.drain(..).zip(seqs) {
+                        self.deliver(e, s, Ok(()));
                     }
                     if file_len >= self.opts.segment_size {
                         match open_segment(&self.opts, seq) {
@@ -186,7 +198,12 @@ impl<T: Send + 'static> Writer<T> {
                     seq = first_seq;
                     let msg = e.to_string();
                     for e in batch.drain(..) {
-                        self.deliver(e, 0, Err(WalError::Io(msg.clone())));
+                        let result = if e.flags & FLAG_MARKER != 0 {
+                            Ok(())
+                        } else {
+                            Err(WalError::Io(msg.clone()))
+                        };
+                        self.deliver(e, 0, result);
                     }
                 }
             }

@@ -2,7 +2,10 @@
 //! warehouse in a temp dir, with a seeded team, and helpers that speak HTTP to it.
 #![allow(dead_code)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use object_store::ObjectStore;
 
 use serde_json::{Value, json};
 use stowage::app::RunningServer;
@@ -49,10 +52,23 @@ pub struct TestServer {
 impl TestServer {
     /// A server with test defaults changed by `tweak`.
     pub async fn start(tweak: impl FnOnce(&mut Config)) -> TestServer {
+        Self::start_on(tweak, None).await
+    }
+
+    /// Like [`TestServer::start`], on a given object store.
+    pub async fn start_on(
+        tweak: impl FnOnce(&mut Config),
+        store: Option<Arc<dyn ObjectStore>>,
+    ) -> TestServer {
         let dir = tempfile::tempdir().unwrap();
         let mut config = Config::for_tests(dir.path());
         tweak(&mut config);
-        let server = RunningServer::start(config).await.unwrap();
+        let server = match store {
+            Some(store) => RunningServer::start_with_store(config, store)
+                .await
+                .unwrap(),
+            None => RunningServer::start(config).await.unwrap(),
+        };
         let seeded = seed(&server.state.catalog, "team-a");
         TestServer {
             dir,
@@ -89,10 +105,17 @@ impl TestServer {
 
     /// POSTs a raw event body with the seeded token.
     pub async fn send_raw(&self, body: &str) -> (u16, Value) {
-        let resp = self
-            .http
-            .post(self.url("/v1/event"))
-            .header("X-Auth-Token", &self.seeded.token)
+        self.send_as(&self.seeded.token, body, &[]).await
+    }
+
+    /// POSTs a raw event body with a token and extra headers.
+    pub async fn send_as(&self, token: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut req = self.http.post(self.url("/v1/event"));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req
+            .header("X-Auth-Token", token)
             .header("Content-Type", "application/json")
             .body(body.to_string())
             .send()

@@ -1,4 +1,7 @@
-//! Opens the warehouse object store named by `storage.url`.
+//! Opens the warehouse object store named by `storage.url`; [`faulty`] wraps a store to fail
+//! writes on demand (outage tests).
+
+pub mod faulty;
 
 use std::sync::Arc;
 
