@@ -3,73 +3,19 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::process::{self, BIN, download};
 use common::{SEED_EVENT, TestServer, status_json};
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_stowage");
-
-/// Starts `stowage serve --demo` on a free port; returns the child and demo.json.
-fn start_demo(dir: &Path) -> (Child, Value) {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir)
-        .env("STOWAGE_LOG__FORMAT", "json")
-        .env("STOWAGE_FLUSH__INTERVAL", "1h")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut lines = stderr.lines();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        if line.contains("stowage listening") {
-            break;
-        }
-    }
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    let demo: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("demo.json")).unwrap()).unwrap();
-    (child, demo)
-}
-
-fn sigterm_and_wait(mut child: Child) -> i32 {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    child
-        .wait()
-        .unwrap()
-        .code()
-        .expect("exited, not killed by a signal")
-}
-
-async fn download(http: &reqwest::Client, demo: &Value, element: &str) -> Value {
-    let resp = http
-        .post(format!("{}/data/table", demo["base_url"].as_str().unwrap()))
-        .header("x-api-key", demo["data_api_key"].as_str().unwrap())
-        .header("Content-Type", "application/json")
-        .body(json!({"canvasId": demo["canvas_id"], "elementId": demo[element]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
 
 #[tokio::test]
 async fn sigterm_flushes_everything_and_a_restart_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (child, demo) = start_demo(dir.path());
+    let proc = process::start(dir.path(), &[]).await;
+    let demo = proc.demo.clone();
     let http = reqwest::Client::new();
     let health = http
         .get(format!("{}/healthz", demo["base_url"].as_str().unwrap()))
@@ -94,9 +40,10 @@ async fn sigterm_flushes_everything_and_a_restart_serves_it() {
         assert_eq!(resp.status(), 200);
     }
     // The flush interval is an hour: only the shutdown can have committed these.
-    assert_eq!(sigterm_and_wait(child), 0, "graceful shutdown exits 0");
+    assert_eq!(proc.sigterm(), 0, "graceful shutdown exits 0");
 
-    let (child, demo2) = start_demo(dir.path());
+    let proc = process::start(dir.path(), &[]).await;
+    let demo2 = proc.demo.clone();
     assert_eq!(
         demo2["data_api_key"], demo["data_api_key"],
         "demo seeding is idempotent and keeps live secrets"
@@ -111,7 +58,7 @@ async fn sigterm_flushes_everything_and_a_restart_serves_it() {
     assert_eq!(table["data"][0]["shipping_method"], json!("Premium"));
     let tracks = download(&http, &demo2, "element_id").await;
     assert_eq!(tracks["rows"], json!(20));
-    assert_eq!(sigterm_and_wait(child), 0);
+    assert_eq!(proc.sigterm(), 0);
 }
 
 #[tokio::test]

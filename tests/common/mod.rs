@@ -2,6 +2,8 @@
 //! warehouse in a temp dir, with a seeded team, and helpers that speak HTTP to it.
 #![allow(dead_code)]
 
+pub mod process;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

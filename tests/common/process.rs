@@ -1,0 +1,142 @@
+//! Driving the real `stowage` binary: start `serve --demo` on a free port with extra env, wait
+//! until ready, stop it with SIGTERM or SIGKILL.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_stowage");
+
+/// A running server process.
+pub struct Proc {
+    pub child: Child,
+    pub demo: Value,
+    /// Every stderr line so far (JSON logs).
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.demo["base_url"].as_str().unwrap())
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn sigterm(mut self) -> i32 {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        self.child
+            .wait()
+            .unwrap()
+            .code()
+            .expect("exited, not killed by a signal")
+    }
+
+    /// SIGKILL (a crash) and reap.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+/// Starts `stowage serve --demo` on 127.0.0.1:0 in `dir` and waits for `/readyz`; `None` if the
+/// process exits first (its stderr is returned).
+pub async fn try_start(dir: &Path, env: &[(&str, &str)]) -> Result<Proc, String> {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir)
+        .env("STOWAGE_LOG__FORMAT", "json")
+        .env("STOWAGE_FLUSH__INTERVAL", "1h")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = std::sync::mpsc::channel::<bool>();
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        let mut told = false;
+        for line in stderr.lines() {
+            let Ok(line) = line else { break };
+            if !told && line.contains("stowage listening") {
+                told = tx.send(true).is_ok();
+            }
+            sink.lock().unwrap().push(line);
+        }
+        let _ = tx.send(false);
+    });
+    let listening = tokio::task::spawn_blocking(move || {
+        rx.recv_timeout(Duration::from_secs(60)).unwrap_or(false)
+    })
+    .await
+    .unwrap();
+    if !listening {
+        let _ = child.wait();
+        return Err(log.lock().unwrap().join("\n"));
+    }
+    let demo: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("demo.json")).unwrap()).unwrap();
+    let proc = Proc { child, demo, log };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ok = http
+            .get(proc.url("/readyz"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200);
+        if ok {
+            return Ok(proc);
+        }
+        assert!(Instant::now() < deadline, "server never became ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub async fn start(dir: &Path, env: &[(&str, &str)]) -> Proc {
+    try_start(dir, env)
+        .await
+        .unwrap_or_else(|log| panic!("server did not start:\n{log}"))
+}
+
+/// POSTs an event with the demo token; the status, or `None` on a transport error.
+pub async fn send(http: &reqwest::Client, demo: &Value, body: &Value) -> Option<u16> {
+    let resp = http
+        .post(format!("{}/v1/event", demo["events_url"].as_str().unwrap()))
+        .header("X-Auth-Token", demo["events_token"].as_str().unwrap())
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .ok()?;
+    Some(resp.status().as_u16())
+}
+
+/// Downloads a demo element (`element_id` or `event_element_id`).
+pub async fn download(http: &reqwest::Client, demo: &Value, element: &str) -> Value {
+    let resp = http
+        .post(format!("{}/data/table", demo["base_url"].as_str().unwrap()))
+        .header("x-api-key", demo["data_api_key"].as_str().unwrap())
+        .header("Content-Type", "application/json")
+        .body(json!({"canvasId": demo["canvas_id"], "elementId": demo[element]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = super::status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
