@@ -31,6 +31,7 @@ pub async fn build_state_with_store(
     config: Config,
     store: Arc<dyn ObjectStore>,
 ) -> Result<AppState, StartError> {
+    crate::http::metrics::init();
     std::fs::create_dir_all(&config.storage.data_dir).map_err(|e| {
         format!(
             "cannot create data dir {}: {e}",
@@ -47,6 +48,12 @@ pub async fn build_state_with_store(
         retry_backoff: config.flush.retry_backoff.0,
     };
     let ingest = Ingest::start(&config, catalog.clone(), flush).await?;
+    crate::warehouse::gc::spawn_collector(
+        store.clone(),
+        catalog.clone(),
+        config.storage.prefix.clone(),
+        config.flush.orphan_grace.0,
+    );
     Ok(AppState {
         config: Arc::new(config),
         catalog,

@@ -205,3 +205,61 @@ async fn buffered_ack_mode_acknowledges_and_stores() {
     t.flush().await;
     assert_eq!(t.rows(&t.element("buf", None)).await.len(), 50);
 }
+
+#[tokio::test]
+async fn orphan_objects_are_collected_and_committed_files_kept() {
+    let t = TestServer::start(|_| {}).await;
+    t.send(json!({"event": "kept", "properties": {"v": 1}}))
+        .await;
+    t.flush().await;
+    let store = t.srv().state.store.clone();
+    let orphan =
+        object_store::path::Path::from("teams/tm_x/tables/kept/date=2024-01-01/orphan.parquet");
+    object_store::ObjectStoreExt::put(&store, &orphan, b"half-written".to_vec().into())
+        .await
+        .unwrap();
+    let catalog = t.srv().state.catalog.clone();
+    // A long grace keeps a young orphan (it could be a flush about to commit).
+    let n =
+        stowage::warehouse::gc::collect_orphans(&store, &catalog, "", Duration::from_secs(3600))
+            .await
+            .unwrap();
+    assert_eq!(n, 0);
+    let n = stowage::warehouse::gc::collect_orphans(&store, &catalog, "", Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "the orphan is deleted once past the grace period");
+    assert!(
+        object_store::ObjectStoreExt::head(&store, &orphan)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        t.rows(&t.element("kept", None)).await.len(),
+        1,
+        "committed files are untouched"
+    );
+
+    // /metrics answers in Prometheus text with the WAL and flush series.
+    let text = t
+        .http
+        .get(t.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for series in [
+        "stowage_wal_fsync_seconds",
+        "stowage_wal_batch_entries",
+        "stowage_wal_bytes_pending",
+        "stowage_flush_seconds",
+        "stowage_http_requests_total",
+    ] {
+        assert!(
+            text.contains(series),
+            "{series} missing from /metrics:\n{text}"
+        );
+    }
+}

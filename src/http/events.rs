@@ -13,10 +13,20 @@ use crate::catalog::{TeamId, TokenAuth};
 use crate::error::ApiError;
 use crate::ingest::event::parse_event;
 use crate::ingest::team::AppendError;
-use crate::ingest::{Ingest, IngestError, Wait};
+use crate::ingest::{Accepted, Ingest, IngestError, Wait};
 
 /// Handler for a single event.
 pub async fn post_event(
+    state: State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    accept(state, headers, body).await.inspect_err(|e| {
+        metrics::counter!("stowage_events_rejected_total", "code" => e.code).increment(1)
+    })
+}
+
+async fn accept(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
@@ -108,53 +118,55 @@ async fn submit(
     state: &AppState,
 ) -> Result<(), ApiError> {
     let retry = state.config.ingest.retry_after.0;
-    ingest
-        .submit(team, rows, body, received_at, wait)
-        .await
-        .map(|_| ())
-        .map_err(|e| match e {
-            IngestError::TeamBufferFull => ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "team_buffer_full",
-                "this team's buffer is full; retry after the indicated delay",
-            )
-            .retry_after(retry),
-            IngestError::Overloaded => ApiError::new(
+    let result = ingest.submit(team, rows, body, received_at, wait).await;
+    if matches!(result, Ok(Accepted::Duplicate)) {
+        metrics::counter!("stowage_events_accepted_total", "kind" => "duplicate").increment(1);
+    } else if result.is_ok() {
+        metrics::counter!("stowage_events_accepted_total", "kind" => "stored").increment(1);
+    }
+    result.map(|_| ()).map_err(|e| match e {
+        IngestError::TeamBufferFull => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "team_buffer_full",
+            "this team's buffer is full; retry after the indicated delay",
+        )
+        .retry_after(retry),
+        IngestError::Overloaded => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "overloaded",
+            "the server is at capacity; retry later",
+        )
+        .retry_after(retry),
+        IngestError::Recovering => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "recovering",
+            "the server is replaying its write-ahead log; retry",
+        )
+        .retry_after(retry),
+        IngestError::Wal(_) => {
+            error!(team = %team, error = %e, "event not made durable");
+            ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "overloaded",
-                "the server is at capacity; retry later",
+                "wal_unavailable",
+                "the event could not be made durable; retry",
             )
-            .retry_after(retry),
-            IngestError::Recovering => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "recovering",
-                "the server is replaying its write-ahead log; retry",
-            )
-            .retry_after(retry),
-            IngestError::Wal(_) => {
-                error!(team = %team, error = %e, "event not made durable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "wal_unavailable",
-                    "the event could not be made durable; retry",
-                )
-                .retry_after(retry)
-            }
-            IngestError::ShuttingDown => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
-                "the server is shutting down; retry",
-            )
-            .retry_after(retry),
-            IngestError::Append(AppendError::TooManyTables(_)) => {
-                ApiError::bad_request("too_many_tables", e.to_string()).field("event")
-            }
-            IngestError::Append(AppendError::TooManyColumns { .. }) => {
-                ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
-            }
-            IngestError::Append(AppendError::Internal(_)) => {
-                error!(team = %team, error = %e, "event not accepted");
-                ApiError::internal()
-            }
-        })
+            .retry_after(retry)
+        }
+        IngestError::ShuttingDown => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down; retry",
+        )
+        .retry_after(retry),
+        IngestError::Append(AppendError::TooManyTables(_)) => {
+            ApiError::bad_request("too_many_tables", e.to_string()).field("event")
+        }
+        IngestError::Append(AppendError::TooManyColumns { .. }) => {
+            ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
+        }
+        IngestError::Append(AppendError::Internal(_)) => {
+            error!(team = %team, error = %e, "event not accepted");
+            ApiError::internal()
+        }
+    })
 }

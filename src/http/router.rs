@@ -7,7 +7,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use object_store::ObjectStore;
 
-use super::{events, health, tables};
+use super::{events, health, metrics, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -39,6 +39,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/data/table", download)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(metrics::render))
         .fallback(|| async {
             ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,
@@ -46,5 +47,6 @@ pub fn router(state: AppState) -> Router {
                 "no such endpoint",
             )
         })
+        .layer(axum::middleware::from_fn(metrics::track))
         .with_state(state)
 }

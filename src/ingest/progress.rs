@@ -15,6 +15,7 @@ use crate::catalog::TeamId;
 pub struct Progress {
     committed: DashMap<TeamId, watch::Sender<u64>>,
     uncommitted: DashMap<TeamId, u64>,
+    oldest_at: DashMap<TeamId, std::time::Instant>,
     flush_locks: DashMap<TeamId, Arc<tokio::sync::Mutex<()>>>,
 }
 
@@ -58,6 +59,26 @@ impl Progress {
                 self.uncommitted.remove_if(team, |_, v| *v <= committed);
             }
         }
+    }
+
+    /// When the team's oldest uncommitted row arrived (`None`: nothing uncommitted).
+    pub fn set_oldest_at(&self, team: &TeamId, at: Option<std::time::Instant>) {
+        match at {
+            Some(t) => {
+                self.oldest_at.insert(team.clone(), t);
+            }
+            None => {
+                self.oldest_at.remove(team);
+            }
+        }
+    }
+
+    /// Arrival time of each team's oldest uncommitted row (metrics).
+    pub fn oldest_unflushed(&self) -> Vec<(TeamId, std::time::Instant)> {
+        self.oldest_at
+            .iter()
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect()
     }
 
     /// The oldest uncommitted sequence number of any team.

@@ -104,6 +104,9 @@ pub struct TeamState {
     buffer_last_seq: u64,
     /// First WAL record of the running flush.
     inflight_first_seq: Option<u64>,
+    /// Arrival of the oldest buffered row, and of the running flush's oldest row.
+    buffer_first_at: Option<Instant>,
+    inflight_first_at: Option<Instant>,
     /// Highest record received.
     last_seen_seq: u64,
     /// Bumped on every flush so a stale timer is ignored.
@@ -138,6 +141,8 @@ impl Actor for TeamActor {
             buffer_first_seq: None,
             buffer_last_seq: 0,
             inflight_first_seq: None,
+            buffer_first_at: None,
+            inflight_first_at: None,
             last_seen_seq: 0,
             timer_gen: 0,
             started: 0,
@@ -201,6 +206,7 @@ impl Actor for TeamActor {
             TeamMsg::FlushDone(number, watermark) => {
                 state.completed = number;
                 state.inflight_first_seq = None;
+                state.inflight_first_at = None;
                 let (ready, waiting): (Vec<_>, Vec<_>) =
                     state.waiters.drain(..).partition(|(n, _)| *n <= number);
                 state.waiters = waiting;
@@ -259,6 +265,12 @@ impl TeamState {
         self.buffer_last_seq = seq;
         if self.buffer_first_seq.is_none() {
             self.buffer_first_seq = Some(seq);
+            self.buffer_first_at = Some(Instant::now());
+            if self.inflight_first_at.is_none() {
+                self.ctx
+                    .progress
+                    .set_oldest_at(&self.team, self.buffer_first_at);
+            }
             let generation = self.timer_gen;
             myself.send_after(self.ctx.flush_cfg.interval.0, move || {
                 TeamMsg::Timer(generation)
@@ -295,6 +307,9 @@ impl TeamState {
     fn report_oldest(&self, committed: u64) {
         let oldest = self.inflight_first_seq.or(self.buffer_first_seq);
         self.ctx.progress.set_oldest(&self.team, oldest, committed);
+        self.ctx
+            .progress
+            .set_oldest_at(&self.team, self.inflight_first_at.or(self.buffer_first_at));
     }
 
     /// Hands the buffers to a flush task, or queues one if a flush is running.
@@ -314,6 +329,7 @@ impl TeamState {
         let bytes = std::mem::take(&mut self.buffered_bytes);
         let watermark = self.buffer_last_seq;
         self.inflight_first_seq = self.buffer_first_seq.take();
+        self.inflight_first_at = self.buffer_first_at.take();
         self.timer_gen += 1;
         self.started += 1;
         let number = self.started;

@@ -1,6 +1,8 @@
 //! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
-//! files live ([`layout`]), and how Parquet is written ([`writer`]) and read back ([`reader`]).
+//! files live ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`]), and
+//! how objects no commit names are collected ([`gc`]).
 
+pub mod gc;
 pub mod layout;
 pub mod naming;
 pub mod object_reader;
