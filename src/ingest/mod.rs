@@ -143,7 +143,9 @@ impl Ingest {
             supervisor,
             actors: HashMap::new(),
             last_dispatched: HashMap::new(),
-            dispatched_through: recovered.max_seq.max(floor),
+            // Nothing counts as dispatched until replay hands records over, so no segment
+            // holding an unreplayed record can be deleted meanwhile.
+            dispatched_through: 0,
             metrics_teams: active_teams.clone(),
         };
         let handle = tokio::spawn(dispatcher.run());
