@@ -12,7 +12,8 @@
 //! cargo bench --bench load -- --baseline --connections 16 --duration 5
 //! ```
 //!
-//! Flags:
+//! Flags (cargo bench also passes `--bench`; without it, as under `cargo test --all-targets`, the
+//! binary exits at once, like criterion's test mode):
 //! - `--connections N`: concurrent workers, each with its own keep-alive connection (default 32).
 //! - `--duration SECS`: length of the run in seconds, fractions allowed (default 10).
 //! - `--rate R`: total target requests/s, paced open-loop across the workers (each worker sends
@@ -68,9 +69,9 @@ struct Args {
     /// Drive a bare in-process axum server instead of stowage.
     #[arg(long)]
     baseline: bool,
-    /// Passed by `cargo bench`; ignored.
-    #[arg(long = "bench", hide = true)]
-    _bench: bool,
+    /// Passed by `cargo bench`; without it (`cargo test --all-targets`) nothing runs.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -82,6 +83,10 @@ type Res<T> = Result<T, String>;
 
 fn main() {
     let args = Args::parse();
+    if !args.bench {
+        eprintln!("load: not run by `cargo bench` (no --bench flag); skipping the load run");
+        return;
+    }
     if let Err(e) = run(args) {
         eprintln!("load: error: {e}");
         std::process::exit(1);
@@ -599,14 +604,13 @@ struct Report<'a> {
 
 fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option<&Value>) {
     let secs = s.elapsed.as_secs_f64();
-    let pct = |p: f64| -> f64 {
+    // Nearest-rank percentile of the 200s in ms (p = 1 is the max); None when there were none.
+    let pct = |p: f64| -> Option<f64> {
         let n = s.ok_us.len();
-        if n == 0 {
-            return 0.0;
-        }
-        let idx = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
-        s.ok_us[idx] as f64 / 1000.0
+        let idx = ((p * n as f64).ceil() as usize).clamp(1, n.max(1)) - 1;
+        s.ok_us.get(idx).map(|&us| us as f64 / 1000.0)
     };
+    let (p50, p99, max) = (pct(0.50), pct(0.99), pct(1.0));
     let ok = s.status.get(&200).copied().unwrap_or(0);
     let mut counts: BTreeMap<String, u64> = [200, 429, 503].map(|c| (c.to_string(), 0)).into();
     for (code, n) in &s.status {
@@ -630,15 +634,9 @@ fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option
         ("errors", json!(s.errors)),
         ("status_counts", json!(counts)),
         ("rps_ok", json!(round(ok as f64 / secs, 1))),
-        ("p50_ms", json!(round(pct(0.50), 3))),
-        ("p99_ms", json!(round(pct(0.99), 3))),
-        (
-            "max_ms",
-            json!(round(
-                s.ok_us.last().copied().unwrap_or(0) as f64 / 1000.0,
-                3
-            )),
-        ),
+        ("p50_ms", json!(p50.map(|x| round(x, 3)))),
+        ("p99_ms", json!(p99.map(|x| round(x, 3)))),
+        ("max_ms", json!(max.map(|x| round(x, 3)))),
         ("peak_rss_mib", json!(peak_rss_mib.map(|m| round(m, 1)))),
         ("server_exit", exit.cloned().unwrap_or(Value::Null)),
         ("label", json!(ctx.label)),
@@ -651,7 +649,7 @@ fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option
     println!("{{{}}}", body.join(","));
     eprintln!(
         "load[{}] mode={} {}conns={} {:.1}s: {} req, {} ok ({:.0}/s), {} errors, statuses {}, \
-         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, peak RSS {}, server exit {}",
+         p50 {} ms, p99 {} ms, max {} ms, peak RSS {}, server exit {}",
         ctx.label.as_deref().unwrap_or("-"),
         ctx.mode,
         ctx.phase.map(|p| format!("phase={p} ")).unwrap_or_default(),
@@ -662,10 +660,14 @@ fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option
         ok as f64 / secs,
         s.errors,
         json!(counts),
-        pct(0.50),
-        pct(0.99),
-        s.ok_us.last().copied().unwrap_or(0) as f64 / 1000.0,
+        ms(p50),
+        ms(p99),
+        ms(max),
         peak_rss_mib.map_or("n/a".into(), |m| format!("{m:.1} MiB")),
         exit.map_or("n/a".into(), |e| e.to_string()),
     );
+}
+
+fn ms(x: Option<f64>) -> String {
+    x.map_or("n/a".into(), |x| format!("{x:.2}"))
 }
