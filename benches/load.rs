@@ -149,6 +149,9 @@ fn run(args: Args) -> Res<()> {
             let peak = sampled.max(hwm).map(|kib| kib as f64 / 1024.0);
             out.push((*name, *rate, stats, peak));
         }
+        if matches!(target, Target::Server(_)) {
+            wal_report(&client, &target.url(), &label).await;
+        }
         Ok::<_, String>(out)
     });
     // Stop the server whatever happened, then report.
@@ -666,6 +669,33 @@ fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option
         peak_rss_mib.map_or("n/a".into(), |m| format!("{m:.1} MiB")),
         exit.map_or("n/a".into(), |e| e.to_string()),
     );
+}
+
+/// Prints the server's WAL group-commit figures from `/metrics` as one JSON line:
+/// fsync latency quantiles and events per fsync.
+async fn wal_report(client: &reqwest::Client, url: &str, label: &Option<String>) {
+    let Ok(resp) = client.get(format!("{url}/metrics")).send().await else {
+        return;
+    };
+    let Ok(text) = resp.text().await else { return };
+    let value = |series: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    };
+    let q = |name: &str, q: &str| value(&format!("{name}{{quantile=\"{q}\"}}"));
+    let fsyncs = value("stowage_wal_fsync_seconds_count");
+    let entries = value("stowage_wal_batch_entries_sum");
+    let out = serde_json::json!({
+        "label": label,
+        "wal_fsyncs": fsyncs,
+        "fsync_p50_ms": q("stowage_wal_fsync_seconds", "0.5").map(|s| s * 1e3),
+        "fsync_p99_ms": q("stowage_wal_fsync_seconds", "0.99").map(|s| s * 1e3),
+        "events_per_fsync_mean": entries.zip(fsyncs).map(|(e, f)| e / f.max(1.0)),
+        "events_per_fsync_p99": q("stowage_wal_batch_entries", "0.99"),
+    });
+    println!("{out}");
 }
 
 fn ms(x: Option<f64>) -> String {

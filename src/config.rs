@@ -167,7 +167,7 @@ impl Default for WalConfig {
     fn default() -> Self {
         Self {
             dir: PathBuf::new(),
-            sync_interval: HumanDuration(Duration::from_millis(2)),
+            sync_interval: HumanDuration(Duration::ZERO),
             batch_bytes: ByteSize(1 << 20),
             segment_size: ByteSize(64 << 20),
             recovery: crate::wal::RecoveryPolicy::Strict,

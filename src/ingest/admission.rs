@@ -68,6 +68,11 @@ impl Admission {
         release(&self.global, bytes);
     }
 
+    /// The per-team budget.
+    pub fn team_budget(&self) -> u64 {
+        self.team_budget
+    }
+
     /// Bytes reserved by one team.
     pub fn team_bytes(&self, team: &TeamId) -> u64 {
         self.teams

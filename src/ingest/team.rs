@@ -279,7 +279,15 @@ impl TeamState {
     }
 
     fn over_size_trigger(&self) -> bool {
-        self.buffered_bytes >= self.ctx.flush_cfg.max_bytes.0
+        // Flush before the team's admission budget fills, whatever `flush.max_bytes` says, so
+        // a burst meets a flush rather than a wall of 429s.
+        let max_bytes = self
+            .ctx
+            .flush_cfg
+            .max_bytes
+            .0
+            .min(self.ctx.admission.team_budget() / 2);
+        self.buffered_bytes >= max_bytes
             || self
                 .tables
                 .values()
