@@ -277,7 +277,7 @@ async fn download_errors() {
     let (s, b) = post(
         key.clone(),
         body(&t.seeded.canvas, &element),
-        Some("text/csv"),
+        Some("image/png"),
     )
     .await;
     assert_error(s, &b, 406, "not_acceptable");

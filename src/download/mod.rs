@@ -1,9 +1,12 @@
-//! Table download: parse the request ([`request`]), resolve the element and take a snapshot of
-//! its table's committed files ([`plan`]), then read and encode batch by batch into a bounded
-//! channel that feeds the response body ([`stream`], [`encode`]). Memory stays bounded by the
-//! batch size and the channel depth, whatever the table size.
+//! Table download: parse the request ([`request`]), negotiate format and compression
+//! ([`format`]), resolve the element and take a snapshot of its table's committed files
+//! ([`plan`]), then read, encode ([`encode`]) and compress ([`compress`]) batch by batch into a
+//! bounded channel that feeds the response body ([`stream`]). Memory stays bounded by the batch
+//! size and the channel depth, whatever the table size.
 
+pub mod compress;
 pub mod encode;
+pub mod format;
 pub mod plan;
 pub mod request;
 pub mod stream;

@@ -12,9 +12,12 @@ pub struct DownloadRequest {
     pub canvas_id: String,
     /// Element id.
     pub element_id: String,
-    /// Output format; only `json` for now.
+    /// Output format (`json`, `ndjson`, `csv`, `arrow`, `parquet`); wins over `Accept`.
     #[serde(default)]
     pub format: Option<String>,
+    /// Write int64 values as JSON strings (JavaScript clients).
+    #[serde(default, rename = "int64_as_string", alias = "int64AsString")]
+    pub int64_as_string: bool,
     /// Ordered subset of the element's columns.
     #[serde(default)]
     pub columns: Option<Vec<String>>,
@@ -56,15 +59,6 @@ pub fn parse(body: &[u8]) -> Result<DownloadRequest, ApiError> {
         let field = e.path().to_string();
         ApiError::bad_request("invalid_field", format!("{field}: {}", e.inner())).field(field)
     })?;
-    if let Some(f) = &req.format
-        && f != "json"
-    {
-        return Err(ApiError::bad_request(
-            "unsupported_format",
-            format!("format {f:?} is not supported; use \"json\""),
-        )
-        .field("format"));
-    }
     Ok(req)
 }
 
@@ -92,11 +86,10 @@ mod tests {
             (e.code, e.field.as_deref()),
             ("invalid_field", Some("limit"))
         );
-        assert_eq!(
-            parse(br#"{"canvasId":"c","elementId":"e","format":"xml"}"#)
-                .unwrap_err()
-                .code,
-            "unsupported_format"
+        assert!(
+            parse(br#"{"canvasId":"c","elementId":"e","int64_as_string":true}"#)
+                .unwrap()
+                .int64_as_string
         );
     }
 }

@@ -1,7 +1,7 @@
-//! Streams a planned download as the response body: a producer task reads batches and encodes
-//! them into a bounded channel, so a slow client slows the reader instead of growing memory.
-//! A failure after the first byte aborts the body, so the client sees a broken transfer rather
-//! than a short table that looks complete.
+//! Streams a planned download as the response body: a producer task reads batches, encodes and
+//! compresses them into a bounded channel, so a slow client slows the reader instead of growing
+//! memory. A failure after the first byte aborts the body, so the client sees a broken transfer
+//! rather than a short table that looks complete.
 
 use std::sync::Arc;
 
@@ -11,54 +11,91 @@ use object_store::ObjectStore;
 use tokio::sync::mpsc;
 use tracing::{error, info};
 
-use super::encode::JsonEncoder;
+use super::compress::Compressor;
+use super::encode::Encoder;
 use super::plan::Plan;
 use crate::warehouse::reader::TableReader;
 
 /// Chunks in flight between the reader and the socket.
 const CHANNEL_DEPTH: usize = 4;
 
-/// The JSON body for `plan`.
-pub fn json_body(store: Arc<dyn ObjectStore>, plan: Plan, batch_rows: usize) -> Body {
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(CHANNEL_DEPTH);
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// The response body for `plan`, encoded by `encoder` and compressed by `compressor`.
+pub fn body(
+    store: Arc<dyn ObjectStore>,
+    plan: Plan,
+    batch_rows: usize,
+    encoder: Box<dyn Encoder>,
+    compressor: Compressor,
+) -> Body {
+    let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
     tokio::spawn(async move {
         let started = std::time::Instant::now();
-        let output = plan.columns.to_arrow();
-        let mut encoder = JsonEncoder::new(&plan.columns);
-        if tx
-            .send(Ok(JsonEncoder::header(&plan.columns).into()))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        let mut reader = TableReader::new(store, plan.files, output, plan.limit, batch_rows);
-        loop {
-            match reader.next_batch().await {
-                Ok(Some(batch)) => {
-                    let mut buf = Vec::with_capacity(batch.num_rows() * 128);
-                    encoder.batch(&batch, &mut buf);
-                    if tx.send(Ok(buf.into())).await.is_err() {
-                        return; // client went away
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    error!(error = %e, "download aborted mid-stream");
-                    let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
-                    return;
-                }
+        match produce(store, plan, batch_rows, encoder, compressor, &tx).await {
+            Ok(Some(rows)) => {
+                info!(
+                    rows,
+                    ms = started.elapsed().as_millis() as u64,
+                    "download finished"
+                );
+            }
+            Ok(None) => {} // client went away
+            Err(e) => {
+                error!(error = %e, "download aborted mid-stream");
+                let _ = tx.send(Err(std::io::Error::other(e))).await;
             }
         }
-        let _ = tx.send(Ok(encoder.footer().into())).await;
-        info!(
-            rows = encoder.rows(),
-            ms = started.elapsed().as_millis() as u64,
-            "download finished"
-        );
     });
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
     Body::from_stream(stream)
+}
+
+/// Runs the download; `Ok(None)` if the client disconnected.
+async fn produce(
+    store: Arc<dyn ObjectStore>,
+    plan: Plan,
+    batch_rows: usize,
+    mut encoder: Box<dyn Encoder>,
+    mut compressor: Compressor,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<Option<u64>, String> {
+    let send = |buf: Vec<u8>, compressor: &mut Compressor| -> Result<Option<Bytes>, String> {
+        let out = compressor.push(buf).map_err(|e| e.to_string())?;
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    };
+    let mut buf = Vec::new();
+    encoder.header(&mut buf).map_err(|e| e.to_string())?;
+    let mut rows = 0u64;
+    let mut reader = TableReader::new(
+        store,
+        plan.files,
+        plan.columns.to_arrow(),
+        plan.limit,
+        batch_rows,
+    );
+    loop {
+        if let Some(chunk) = send(std::mem::take(&mut buf), &mut compressor)?
+            && tx.send(Ok(chunk)).await.is_err()
+        {
+            return Ok(None);
+        }
+        match reader.next_batch().await.map_err(|e| e.to_string())? {
+            Some(batch) => {
+                rows += batch.num_rows() as u64;
+                buf.reserve(batch.num_rows() * 128);
+                encoder.batch(&batch, &mut buf).map_err(|e| e.to_string())?;
+            }
+            None => break,
+        }
+    }
+    encoder.footer(&mut buf).map_err(|e| e.to_string())?;
+    let mut last = compressor.push(buf).map_err(|e| e.to_string())?;
+    last.extend(compressor.finish().map_err(|e| e.to_string())?);
+    if !last.is_empty() && tx.send(Ok(Bytes::from(last))).await.is_err() {
+        return Ok(None);
+    }
+    Ok(Some(rows))
 }

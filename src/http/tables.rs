@@ -3,14 +3,16 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, read_limited};
 use crate::catalog::TeamId;
-use crate::download::{plan, request, stream};
+use crate::download::compress::Compressor;
+use crate::download::encode::{self, EncodeOptions};
+use crate::download::{format, plan, request, stream};
 use crate::error::ApiError;
 
 /// Largest download request body.
@@ -23,9 +25,17 @@ pub async fn download(
     body: Body,
 ) -> Result<Response, ApiError> {
     let team = authenticate(&state, &headers)?;
-    check_accept(&headers)?;
     let body = read_limited(&headers, body, MAX_REQUEST).await?;
     let req = request::parse(&body)?;
+    let format = format::negotiate(
+        req.format.as_deref(),
+        header_str(&headers, header::ACCEPT.as_str()),
+    )?;
+    let compression =
+        format::negotiate_encoding(header_str(&headers, header::ACCEPT_ENCODING.as_str()));
+    let opts = EncodeOptions {
+        int64_as_string: req.int64_as_string,
+    };
     let catalog = state.catalog.clone();
     let plan = tokio::task::spawn_blocking(move || plan::plan(&catalog, &team, &req))
         .await
@@ -33,8 +43,29 @@ pub async fn download(
             error!(error = %e, "download planning panicked");
             ApiError::internal()
         })??;
-    let body = stream::json_body(state.store.clone(), plan, state.config.download.batch_rows);
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+    let internal = |e: &dyn std::fmt::Display| {
+        error!(error = %e, "cannot start the download encoder");
+        ApiError::internal()
+    };
+    let encoder = encode::encoder(format, &plan.columns, opts).map_err(|e| internal(&e))?;
+    let compressor = Compressor::new(compression).map_err(|e| internal(&e))?;
+    let body = stream::body(
+        state.store.clone(),
+        plan,
+        state.config.download.batch_rows,
+        encoder,
+        compressor,
+    );
+    let mut resp = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
+    if let Some(enc) = compression.header() {
+        resp.headers_mut()
+            .insert(header::CONTENT_ENCODING, HeaderValue::from_static(enc));
+    }
+    resp.headers_mut().insert(
+        header::VARY,
+        HeaderValue::from_static("accept, accept-encoding"),
+    );
+    Ok(resp)
 }
 
 fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiError> {
@@ -61,36 +92,5 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiErro
             )
             .retry_after(state.config.ingest.retry_after.0))
         }
-    }
-}
-
-/// 406 unless `Accept` (when given) allows JSON.
-fn check_accept(headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(accept) = header_str(headers, header::ACCEPT.as_str()) else {
-        return Ok(());
-    };
-    let ok = accept.split(',').any(|range| {
-        let mut parts = range.split(';');
-        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let q_zero = parts.any(|p| {
-            let p = p.trim();
-            p.strip_prefix("q=")
-                .and_then(|q| q.trim().parse::<f32>().ok())
-                == Some(0.0)
-        });
-        !q_zero
-            && matches!(
-                media.as_str(),
-                "" | "*/*" | "application/*" | "application/json"
-            )
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
-            format!("cannot produce {accept:?}; this endpoint serves application/json"),
-        ))
     }
 }

@@ -1,6 +1,7 @@
-//! The JSON response encoding: `{"meta": [...], "data": [rows...], "rows": N, "next_cursor": …}`
-//! written batch by batch. Timestamps are RFC 3339 UTC with `Z` (as many fraction digits as the
-//! value needs: 0, 3 or 6), NaN and infinities are null, nulls are explicit.
+//! JSON and NDJSON. JSON is `{"meta": [...], "data": [rows...], "rows": N, "next_cursor": …}`
+//! written batch by batch; NDJSON is one row object per line. Timestamps are RFC 3339 UTC with
+//! `Z` (as many fraction digits as the value needs: 0, 3 or 6), NaN and infinities are null,
+//! nulls are explicit, and `int64_as_string` writes int64 values as JSON strings.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
@@ -8,14 +9,35 @@ use arrow::record_batch::RecordBatch;
 
 use crate::warehouse::schema::TableSchema;
 
-/// Encodes one JSON response.
+/// Encodes one JSON (or NDJSON) response.
 pub struct JsonEncoder {
     /// `"name":` for each column, escaped once.
     keys: Vec<Vec<u8>>,
     rows: u64,
+    /// Document (`false`) or one object per line (`true`).
+    ndjson: bool,
+    /// Write int64 values as strings.
+    int64_as_string: bool,
+    /// The header, kept until the first write.
+    schema: TableSchema,
 }
 
 impl JsonEncoder {
+    /// An NDJSON encoder.
+    pub fn ndjson(schema: &TableSchema, int64_as_string: bool) -> Self {
+        let mut e = Self::new(schema);
+        e.ndjson = true;
+        e.int64_as_string = int64_as_string;
+        e
+    }
+
+    /// A JSON document encoder.
+    pub fn json(schema: &TableSchema, int64_as_string: bool) -> Self {
+        let mut e = Self::new(schema);
+        e.int64_as_string = int64_as_string;
+        e
+    }
+
     /// An encoder for `schema`'s columns.
     pub fn new(schema: &TableSchema) -> Self {
         let keys = schema
@@ -27,7 +49,13 @@ impl JsonEncoder {
                 k
             })
             .collect();
-        Self { keys, rows: 0 }
+        Self {
+            keys,
+            rows: 0,
+            ndjson: false,
+            int64_as_string: false,
+            schema: schema.clone(),
+        }
     }
 
     /// `{"meta":[…],"data":[`
@@ -46,15 +74,19 @@ impl JsonEncoder {
     /// Appends the batch's rows to `out`.
     pub fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) {
         for row in 0..batch.num_rows() {
-            out.extend_from_slice(if self.rows == 0 { b"\n{" } else { b",\n{" });
+            out.extend_from_slice(match (self.ndjson, self.rows) {
+                (true, _) => b"{",
+                (false, 0) => b"\n{",
+                (false, _) => b",\n{",
+            });
             for (i, col) in batch.columns().iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
                 out.extend_from_slice(&self.keys[i]);
-                write_value(col.as_ref(), row, out);
+                write_value(col.as_ref(), row, self.int64_as_string, out);
             }
-            out.push(b'}');
+            out.extend_from_slice(if self.ndjson { b"}\n" } else { b"}" });
             self.rows += 1;
         }
     }
@@ -77,7 +109,28 @@ impl JsonEncoder {
     }
 }
 
-fn write_value(col: &dyn Array, row: usize, out: &mut Vec<u8>) {
+impl super::Encoder for JsonEncoder {
+    fn header(&mut self, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
+        if !self.ndjson {
+            out.extend_from_slice(&JsonEncoder::header(&self.schema));
+        }
+        Ok(())
+    }
+
+    fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
+        JsonEncoder::batch(self, batch, out);
+        Ok(())
+    }
+
+    fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
+        if !self.ndjson {
+            out.extend_from_slice(&JsonEncoder::footer(self));
+        }
+        Ok(())
+    }
+}
+
+fn write_value(col: &dyn Array, row: usize, int64_as_string: bool, out: &mut Vec<u8>) {
     if col.is_null(row) {
         out.extend_from_slice(b"null");
         return;
@@ -85,11 +138,16 @@ fn write_value(col: &dyn Array, row: usize, out: &mut Vec<u8>) {
     match col.data_type() {
         DataType::Utf8 => serde_json::to_writer(&mut *out, col.as_string::<i32>().value(row))
             .expect("in-memory write"),
-        DataType::Int64 => out.extend_from_slice(
-            itoa::Buffer::new()
-                .format(col.as_primitive::<Int64Type>().value(row))
-                .as_bytes(),
-        ),
+        DataType::Int64 => {
+            let v = col.as_primitive::<Int64Type>().value(row);
+            if int64_as_string {
+                out.push(b'"');
+                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+                out.push(b'"');
+            } else {
+                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+            }
+        }
         DataType::Float64 => {
             let v = col.as_primitive::<Float64Type>().value(row);
             if v.is_finite() {

@@ -1,0 +1,50 @@
+//! Response encoders, one per format, behind one trait: a header, each batch, a footer, all
+//! appended to a caller's buffer so the stream can send (and compress) chunk by chunk.
+
+mod arrow;
+mod csv;
+pub mod json;
+
+use ::arrow::record_batch::RecordBatch;
+
+use super::format::Format;
+use crate::warehouse::schema::TableSchema;
+
+pub use json::{JsonEncoder, write_rfc3339};
+
+/// An encoding failure (Arrow IPC or Parquet writer errors).
+#[derive(Debug, thiserror::Error)]
+#[error("encoding the response failed: {0}")]
+pub struct EncodeError(pub String);
+
+/// Writes one response in one format.
+pub trait Encoder: Send {
+    /// Bytes before the first row.
+    fn header(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
+    /// One batch of rows.
+    fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError>;
+    /// Bytes after the last row.
+    fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
+}
+
+/// Options that change how values are written.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EncodeOptions {
+    /// JSON/NDJSON: int64 values as strings (JavaScript clients).
+    pub int64_as_string: bool,
+}
+
+/// The encoder for `format` over `schema`.
+pub fn encoder(
+    format: Format,
+    schema: &TableSchema,
+    opts: EncodeOptions,
+) -> Result<Box<dyn Encoder>, EncodeError> {
+    Ok(match format {
+        Format::Json => Box::new(JsonEncoder::json(schema, opts.int64_as_string)),
+        Format::Ndjson => Box::new(JsonEncoder::ndjson(schema, opts.int64_as_string)),
+        Format::Csv => Box::new(csv::CsvEncoder::new(schema)),
+        Format::Arrow => Box::new(arrow::IpcEncoder::new(schema)),
+        Format::Parquet => Box::new(arrow::ParquetEncoder::new(schema)?),
+    })
+}
