@@ -64,7 +64,7 @@ pub fn seed(
                 canvas: canvas_id.clone(),
                 table: table.into(),
                 name: Some(name.into()),
-                columns: None,
+                ..Default::default()
             }),
         }
     };

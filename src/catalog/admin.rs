@@ -121,6 +121,10 @@ pub struct NewElement {
     pub name: Option<String>,
     /// Ordered columns (normalised).
     pub columns: Option<Vec<String>>,
+    /// Filter list (download filter language), applied before a request's own.
+    pub filters: Option<serde_json::Value>,
+    /// Most rows the element returns.
+    pub limit: Option<u64>,
 }
 
 /// Re-checked only this often, so a busy key is not a write per request.
@@ -415,9 +419,18 @@ impl Catalog {
                 return Err(CatalogError::NotFound(format!("no canvas {:?}", e.canvas)));
             }
             c.execute(
-                "INSERT INTO elements (id, canvas_id, name, source, columns, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id, e.canvas, e.name, source, columns, now_ms()],
+                "INSERT INTO elements (id, canvas_id, name, source, columns, filters, row_limit, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    id,
+                    e.canvas,
+                    e.name,
+                    source,
+                    columns,
+                    e.filters.as_ref().map(|f| f.to_string()),
+                    e.limit.map(|l| l as i64),
+                    now_ms()
+                ],
             )?;
             Ok(id.clone())
         })

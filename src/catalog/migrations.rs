@@ -94,6 +94,14 @@ CREATE INDEX data_files_by_table ON data_files (team_id, table_name, id);
 -- Every WAL record of a team with seq <= wal_watermark is in a committed data file.
 ALTER TABLE teams ADD COLUMN wal_watermark INTEGER NOT NULL DEFAULT 0;
 "#,
+    r#"
+-- Row order of a table is (sort_key, id); a compacted file takes the sort key of the first file
+-- it replaces. retired_at: replaced by compaction; deleted_at: its object was deleted.
+ALTER TABLE data_files ADD COLUMN sort_key INTEGER;
+ALTER TABLE data_files ADD COLUMN deleted_at INTEGER;
+UPDATE data_files SET sort_key = id;
+CREATE INDEX data_files_order ON data_files (team_id, table_name, sort_key, id);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once.

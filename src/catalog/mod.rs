@@ -16,7 +16,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
-pub use tables::{DataFile, NewDataFile, TableSnapshot};
+pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 
 /// A team id (`tm_…`), cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

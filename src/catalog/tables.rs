@@ -32,6 +32,8 @@ pub struct NewDataFile {
 /// A committed data file as readers need it.
 #[derive(Debug, Clone)]
 pub struct DataFile {
+    /// Catalog id (commit order).
+    pub id: i64,
     /// Object path.
     pub path: String,
     /// Rows.
@@ -45,8 +47,19 @@ pub struct DataFile {
 pub struct TableSnapshot {
     /// Current (widest) schema.
     pub schema: TableSchema,
-    /// Live files in commit order.
+    /// Live files in row order.
     pub files: Vec<DataFile>,
+    /// Identifies this snapshot: the highest file id then, and when (ms).
+    pub as_of: SnapshotId,
+}
+
+/// Which files a snapshot saw: those with id ≤ `max_file_id` not yet retired at `at_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SnapshotId {
+    /// Highest file id committed at the time.
+    pub max_file_id: i64,
+    /// Time of the snapshot, ms since the epoch.
+    pub at_ms: i64,
 }
 
 impl Catalog {
@@ -100,6 +113,7 @@ impl Catalog {
                         now
                     ],
                 )?;
+                tx.execute("UPDATE data_files SET sort_key = id WHERE id = last_insert_rowid()", [])?;
             }
             tx.commit()?;
             Ok(())
@@ -144,8 +158,19 @@ impl Catalog {
     }
 
     /// The table's schema and live files, read in one transaction; `None` if it has never
-    /// received data.
+    /// received data. With `as_of`, the files that snapshot saw — or [`super::CatalogError::Refused`]
+    /// if one of them has been deleted since (the snapshot is gone).
     pub fn snapshot(&self, team: &TeamId, table: &str) -> Result<Option<TableSnapshot>> {
+        self.snapshot_as_of(team, table, None)
+    }
+
+    /// See [`Catalog::snapshot`].
+    pub fn snapshot_as_of(
+        &self,
+        team: &TeamId,
+        table: &str,
+        as_of: Option<SnapshotId>,
+    ) -> Result<Option<TableSnapshot>> {
         self.with(|c| {
             let tx = c.transaction()?;
             let exists: Option<i64> = tx
@@ -159,22 +184,46 @@ impl Catalog {
                 return Ok(None);
             }
             let schema = read_schema(&tx, team, table)?;
+            let as_of = match as_of {
+                Some(a) => a,
+                None => SnapshotId {
+                    max_file_id: tx.query_row("SELECT COALESCE(MAX(id), 0) FROM data_files", [], |r| r.get(0))?,
+                    at_ms: now_ms(),
+                },
+            };
+            let mut gone = false;
             let files = {
                 let mut st = tx.prepare_cached(
-                    "SELECT path, rows, bytes FROM data_files
-                     WHERE team_id = ?1 AND table_name = ?2 AND retired_at IS NULL ORDER BY id",
+                    "SELECT id, path, rows, bytes, deleted_at FROM data_files
+                     WHERE team_id = ?1 AND table_name = ?2 AND id <= ?3 AND (retired_at IS NULL OR retired_at > ?4)
+                     ORDER BY sort_key, id",
                 )?;
-                let rows = st.query_map([team.as_str(), table], |r| {
-                    Ok(DataFile {
-                        path: r.get(0)?,
-                        rows: r.get::<_, i64>(1)? as u64,
-                        bytes: r.get::<_, i64>(2)? as u64,
-                    })
+                let rows = st.query_map(params![team.as_str(), table, as_of.max_file_id, as_of.at_ms], |r| {
+                    Ok((
+                        DataFile {
+                            id: r.get(0)?,
+                            path: r.get(1)?,
+                            rows: r.get::<_, i64>(2)? as u64,
+                            bytes: r.get::<_, i64>(3)? as u64,
+                        },
+                        r.get::<_, Option<i64>>(4)?.is_some(),
+                    ))
                 })?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()?
+                let mut files = Vec::new();
+                for row in rows {
+                    let (f, deleted) = row?;
+                    gone |= deleted;
+                    files.push(f);
+                }
+                files
             };
             tx.commit()?;
-            Ok(Some(TableSnapshot { schema, files }))
+            if gone {
+                return Err(super::CatalogError::Refused(
+                    "the snapshot this cursor belongs to is gone (its files were compacted and deleted); start again without a cursor".into(),
+                ));
+            }
+            Ok(Some(TableSnapshot { schema, files, as_of }))
         })
     }
 }

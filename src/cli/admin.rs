@@ -152,6 +152,13 @@ pub enum ElementCommand {
         /// Ordered subset of columns, comma-separated.
         #[arg(long, value_delimiter = ',')]
         columns: Option<Vec<String>>,
+        /// Filters applied before any request's, as JSON:
+        /// '[{"column":"plan","op":"eq","value":"pro"}]'.
+        #[arg(long)]
+        filters: Option<String>,
+        /// Most rows the element returns.
+        #[arg(long)]
+        limit: Option<u64>,
     },
 }
 
@@ -248,13 +255,29 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                     table,
                     name,
                     columns,
+                    filters,
+                    limit,
                 },
         } => {
+            let filters = match filters {
+                Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+                    Ok(v @ serde_json::Value::Array(_)) => Some(v),
+                    _ => {
+                        return Err(AdminError(CatalogError::Refused(
+                            "--filters must be a JSON array of {\"column\", \"op\", \"value\"}"
+                                .into(),
+                        )));
+                    }
+                },
+                None => None,
+            };
             let id = catalog.create_element(&NewElement {
                 canvas: canvas.clone(),
                 table,
                 name,
                 columns,
+                filters,
+                limit,
             })?;
             let base = if !config.server.app_url.is_empty() {
                 config.server.app_url.clone()

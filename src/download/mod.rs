@@ -5,7 +5,9 @@
 //! size and the channel depth, whatever the table size.
 
 pub mod compress;
+pub mod cursor;
 pub mod encode;
+pub mod filter;
 pub mod format;
 pub mod plan;
 pub mod request;

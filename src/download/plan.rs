@@ -1,11 +1,15 @@
 //! Resolves a download request against the catalog: the element (404 unless it is the key's
-//! team's), the snapshot of its source table, the output columns and the row limit.
+//! team's), the snapshot of its source table (a fresh one, or the cursor's), the output columns,
+//! the filters (the element's, then the request's), the row limit and the start position.
 
-use crate::catalog::{Catalog, DataFile, TeamId};
+use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId, TeamId};
 use crate::error::ApiError;
 use crate::warehouse::naming::STANDARD_COLUMNS;
+use crate::warehouse::reader::Position;
 use crate::warehouse::schema::{Column, ColumnType, TableSchema};
 
+use super::cursor;
+use super::filter::{self, Filter};
 use super::request::DownloadRequest;
 
 /// What to read and how to shape it.
@@ -13,10 +17,20 @@ use super::request::DownloadRequest;
 pub struct Plan {
     /// Output columns, in order, with their current types.
     pub columns: TableSchema,
-    /// Snapshot of the table's files, in commit order.
+    /// Output columns plus filter-only columns.
+    pub read: TableSchema,
+    /// Element filters then request filters, ANDed.
+    pub filters: Vec<Filter>,
+    /// Snapshot of the table's files, in row order.
     pub files: Vec<DataFile>,
+    /// Which snapshot that is (for cursors).
+    pub snapshot: Option<SnapshotId>,
     /// Most rows to return.
     pub limit: Option<usize>,
+    /// Where to start (from a cursor).
+    pub start: Option<Position>,
+    /// The query's fingerprint (for cursors).
+    pub fingerprint: String,
 }
 
 /// The type of a standard column, which is known before any data arrives.
@@ -32,7 +46,7 @@ fn standard_type(name: &str) -> Option<ColumnType> {
 
 /// Builds the plan, or the client error that explains why not.
 pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<Plan, ApiError> {
-    let internal = |e: crate::catalog::CatalogError| {
+    let internal = |e: CatalogError| {
         tracing::error!(error = %e, "catalog read failed during download");
         ApiError::internal()
     };
@@ -40,9 +54,25 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
         .element_for_team(team, &req.canvas_id, &req.element_id)
         .map_err(internal)?
         .ok_or_else(ApiError::not_found)?;
-    let snapshot = catalog.snapshot(team, &element.source).map_err(internal)?;
-    let (schema, files) = match snapshot {
-        Some(s) => (s.schema, s.files),
+    let fingerprint = cursor::fingerprint(&element.id, &req.columns, &req.filters);
+    let resume = req
+        .cursor
+        .as_deref()
+        .map(|c| cursor::decode(c, &fingerprint))
+        .transpose()?;
+    let snapshot =
+        match catalog.snapshot_as_of(team, &element.source, resume.as_ref().map(|c| c.snap)) {
+            Ok(s) => s,
+            Err(CatalogError::Refused(msg)) => {
+                return Err(
+                    ApiError::new(axum::http::StatusCode::GONE, "cursor_expired", msg)
+                        .field("cursor"),
+                );
+            }
+            Err(e) => return Err(internal(e)),
+        };
+    let (schema, files, snapshot) = match snapshot {
+        Some(s) => (s.schema, s.files, Some(s.as_of)),
         None if element.source == "tracks" => {
             let columns = ["id", "event", "event_text", "timestamp", "received_at"]
                 .iter()
@@ -51,9 +81,9 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
                     ty: standard_type(n).expect("standard"),
                 })
                 .collect();
-            (TableSchema { columns }, Vec::new())
+            (TableSchema { columns }, Vec::new(), None)
         }
-        None => (TableSchema::default(), Vec::new()),
+        None => (TableSchema::default(), Vec::new(), None),
     };
     let typed = |name: &str| Column {
         name: name.to_string(),
@@ -68,7 +98,7 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
         None => schema.columns.clone(),
     };
     let columns = match &req.columns {
-        None => element_columns,
+        None => element_columns.clone(),
         Some(wanted) => {
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
@@ -91,13 +121,35 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
             out
         }
     };
+    let mut filters = match &element.filters {
+        // The element's own filters may name any column of its source table.
+        Some(f) => filter::parse(f, &schema.columns, "element.filters")?,
+        None => Vec::new(),
+    };
+    if let Some(f) = &req.filters {
+        filters.extend(filter::parse(f, &element_columns, "filters")?);
+    }
+    let mut read = columns.clone();
+    for f in &filters {
+        if !read.iter().any(|c| c.name == f.column) {
+            read.push(Column {
+                name: f.column.clone(),
+                ty: f.ty,
+            });
+        }
+    }
     let limit = match (element.limit, req.limit) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
     Ok(Plan {
         columns: TableSchema { columns },
+        read: TableSchema { columns: read },
+        filters,
         files,
+        snapshot,
         limit: limit.map(|l| l.min(usize::MAX as u64) as usize),
+        start: resume.map(|c| c.pos),
+        fingerprint,
     })
 }

@@ -21,9 +21,15 @@ pub struct DownloadRequest {
     /// Ordered subset of the element's columns.
     #[serde(default)]
     pub columns: Option<Vec<String>>,
-    /// Most rows to return.
+    /// Most rows to return (the page size when paging).
     #[serde(default)]
     pub limit: Option<u64>,
+    /// Row filters (checked against the element's columns when planning).
+    #[serde(default)]
+    pub filters: Option<serde_json::Value>,
+    /// Resume after a previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
 }
 
 /// Parses and checks the body.

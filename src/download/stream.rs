@@ -12,9 +12,10 @@ use tokio::sync::mpsc;
 use tracing::{error, info};
 
 use super::compress::Compressor;
+use super::cursor::{self, Cursor};
 use super::encode::Encoder;
 use super::plan::Plan;
-use crate::warehouse::reader::TableReader;
+use crate::warehouse::reader::{ReadSpec, TableReader};
 
 /// Chunks in flight between the reader and the socket.
 const CHANNEL_DEPTH: usize = 4;
@@ -69,13 +70,15 @@ async fn produce(
     let mut buf = Vec::new();
     encoder.header(&mut buf).map_err(|e| e.to_string())?;
     let mut rows = 0u64;
-    let mut reader = TableReader::new(
-        store,
-        plan.files,
-        plan.columns.to_arrow(),
-        plan.limit,
+    let spec = ReadSpec {
+        output: plan.columns.to_arrow(),
+        read: plan.read.to_arrow(),
+        filters: plan.filters,
+        limit: plan.limit,
         batch_rows,
-    );
+        start: plan.start,
+    };
+    let mut reader = TableReader::new(store, plan.files, spec);
     loop {
         if let Some(chunk) = send(std::mem::take(&mut buf), &mut compressor)?
             && tx.send(Ok(chunk)).await.is_err()
@@ -90,6 +93,17 @@ async fn produce(
             }
             None => break,
         }
+    }
+    // A full page may have more after it: hand out a cursor (the next page may be empty).
+    if let (Some(limit), Some(snap), Some(pos)) = (plan.limit, plan.snapshot, reader.position())
+        && rows == limit as u64
+    {
+        encoder.set_next_cursor(Some(cursor::encode(&Cursor {
+            v: 1,
+            snap,
+            pos,
+            q: plan.fingerprint,
+        })));
     }
     encoder.footer(&mut buf).map_err(|e| e.to_string())?;
     let mut last = compressor.push(buf).map_err(|e| e.to_string())?;

@@ -140,8 +140,8 @@ impl TestServer {
             .create_element(&NewElement {
                 canvas: self.seeded.canvas.clone(),
                 table: table.into(),
-                name: None,
                 columns: columns.map(|c| c.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
             })
             .unwrap()
     }

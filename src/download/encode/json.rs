@@ -20,6 +20,8 @@ pub struct JsonEncoder {
     int64_as_string: bool,
     /// The header, kept until the first write.
     schema: TableSchema,
+    /// `next_cursor` of the footer.
+    next_cursor: Option<String>,
 }
 
 impl JsonEncoder {
@@ -55,6 +57,7 @@ impl JsonEncoder {
             ndjson: false,
             int64_as_string: false,
             schema: schema.clone(),
+            next_cursor: None,
         }
     }
 
@@ -99,7 +102,12 @@ impl JsonEncoder {
         }
         out.extend_from_slice(b"],\"rows\":");
         out.extend_from_slice(itoa::Buffer::new().format(self.rows).as_bytes());
-        out.extend_from_slice(b",\"next_cursor\":null}\n");
+        out.extend_from_slice(b",\"next_cursor\":");
+        match &self.next_cursor {
+            Some(c) => serde_json::to_writer(&mut out, c).expect("in-memory write"),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b"}\n");
         out
     }
 
@@ -120,6 +128,10 @@ impl super::Encoder for JsonEncoder {
     fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
         JsonEncoder::batch(self, batch, out);
         Ok(())
+    }
+
+    fn set_next_cursor(&mut self, cursor: Option<String>) {
+        self.next_cursor = cursor;
     }
 
     fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {

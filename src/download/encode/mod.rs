@@ -25,6 +25,8 @@ pub trait Encoder: Send {
     fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError>;
     /// Bytes after the last row.
     fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
+    /// The cursor of the next page, set before the footer (formats with a place for it).
+    fn set_next_cursor(&mut self, _cursor: Option<String>) {}
 }
 
 /// Options that change how values are written.
