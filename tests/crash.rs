@@ -183,3 +183,42 @@ async fn corrupt_record_mid_log_stops_startup_unless_told_to_truncate() {
     );
     assert_eq!(proc.sigterm(), 0);
 }
+
+/// The value of a counter in `/metrics`.
+async fn metric(http: &reqwest::Client, proc: &process::Proc, name: &str) -> f64 {
+    let text = http
+        .get(proc.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn idle_restarts_never_cost_the_live_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    // A run without events leaves an empty segment behind, which the next run used to reopen
+    // and then collect as if it were an old one: the live file.
+    assert_eq!(process::start(dir.path(), &[]).await.sigterm(), 0);
+    let proc = process::start(dir.path(), &[]).await;
+    send_all(&http, &proc.demo, "i", 20).await;
+    // Let segment collection run a few times over the live segment before the crash.
+    let runs = metric(&http, &proc, "stowage_wal_gc_runs_total").await;
+    while metric(&http, &proc, "stowage_wal_gc_runs_total").await < runs + 3.0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    proc.kill9();
+    let proc = process::start(dir.path(), &[]).await;
+    assert_eq!(proc.sigterm(), 0);
+    let proc = process::start(dir.path(), &[]).await;
+    let got = ids(&download(&http, &proc.demo, "element_id").await);
+    proc.sigterm();
+    assert_eq!(got, (0..20).map(|i| format!("i{i}")).collect::<Vec<_>>());
+}

@@ -5,8 +5,10 @@ mod common;
 use std::io::Write;
 
 use common::{SEED_EVENT, TestServer, seed, status_json};
+use object_store::memory::InMemory;
 use serde_json::{Value, json};
 use stowage::catalog::SecretKind;
+use stowage::store::faulty::FaultyStore;
 
 fn assert_error(status: u16, body: &Value, want_status: u16, code: &str) {
     assert_eq!(status, want_status, "{body}");
@@ -168,11 +170,18 @@ async fn event_errors() {
 
 #[tokio::test]
 async fn budgets_answer_429_with_retry_after() {
-    let t = TestServer::start(|c| {
-        c.ingest.team_budget.0 = 4_000;
-        c.ingest.global_budget.0 = 1_000_000;
-    })
+    // Flushes cannot complete while the store is down, so the budget really fills.
+    let store = std::sync::Arc::new(FaultyStore::new(std::sync::Arc::new(InMemory::new())));
+    let t = TestServer::start_on(
+        |c| {
+            c.ingest.team_budget.0 = 4_000;
+            c.ingest.global_budget.0 = 1_000_000;
+            c.flush.retry_backoff.0 = std::time::Duration::from_millis(10);
+        },
+        Some(store.clone()),
+    )
     .await;
+    store.fail_writes(true);
     let mut statuses = Vec::new();
     for i in 0..40 {
         let resp = t
@@ -197,6 +206,7 @@ async fn budgets_answer_429_with_retry_after() {
     }
     let accepted = statuses.iter().filter(|s| **s == 200).count();
     assert!(accepted > 0 && statuses.contains(&429), "{statuses:?}");
+    store.fail_writes(false);
     // A flush commits the buffer and frees the budget.
     t.flush().await;
     t.send(json!({"event": "e"})).await;

@@ -111,7 +111,7 @@ fn wait_header(headers: &HeaderMap) -> Result<Wait, ApiError> {
 }
 
 async fn submit(
-    ingest: &Ingest,
+    ingest: &std::sync::Arc<Ingest>,
     team: &TeamId,
     rows: crate::ingest::event::EventRows,
     (body, received_at, wait): (bytes::Bytes, i64, Wait),

@@ -1,10 +1,41 @@
 //! Duplicate suppression: a client `messageId` already accepted for the team within the window
-//! is acknowledged again but not stored again. Bounded: at most `capacity` ids, oldest first out.
+//! is acknowledged again but not stored again. An id is *claimed* before its event is logged and
+//! *resolved* once the outcome is known, so a duplicate that arrives meanwhile waits for the
+//! original: it is acknowledged only if the original was stored, and retried as new if the
+//! original failed. Bounded: at most `capacity` ids, oldest first out.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
 
 use crate::catalog::TeamId;
+
+/// What became of a claimed id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its event is being logged.
+    Pending,
+    /// Its event was accepted.
+    Stored,
+    /// Its event was refused or failed; the id is free again.
+    Failed,
+}
+
+/// The right (and duty) to resolve a freshly claimed id.
+pub struct Ticket {
+    team: TeamId,
+    id: String,
+    state: Arc<watch::Sender<Outcome>>,
+}
+
+/// Result of [`Dedup::claim`].
+pub enum Claim {
+    /// First sighting: log the event, then [`Dedup::resolve`] the ticket.
+    New(Ticket),
+    /// Seen before (maybe still pending): wait for its outcome.
+    Seen(watch::Receiver<Outcome>),
+}
 
 /// Remembered ids with their acceptance time.
 pub struct Dedup {
@@ -13,9 +44,14 @@ pub struct Dedup {
     inner: Mutex<Inner>,
 }
 
+struct Entry {
+    at: i64,
+    state: Arc<watch::Sender<Outcome>>,
+}
+
 #[derive(Default)]
 struct Inner {
-    seen: HashMap<(TeamId, String), i64>,
+    seen: HashMap<(TeamId, String), Entry>,
     order: VecDeque<(i64, TeamId, String)>,
 }
 
@@ -29,36 +65,70 @@ impl Dedup {
         }
     }
 
-    /// Records `id` for `team` at `now_us`; `false` if it was already there (a duplicate).
-    pub fn insert(&self, team: &TeamId, id: &str, now_us: i64) -> bool {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Claims `id` for `team` at `now_us`, or reports that it was seen within the window.
+    pub fn claim(&self, team: &TeamId, id: &str, now_us: i64) -> Claim {
+        self.insert_with(team, id, now_us, Outcome::Pending)
+    }
+
+    /// Records an id whose event is known to be stored (WAL replay).
+    pub fn remember_stored(&self, team: &TeamId, id: &str, at_us: i64) {
+        let _ = self.insert_with(team, id, at_us, Outcome::Stored);
+    }
+
+    fn insert_with(&self, team: &TeamId, id: &str, now_us: i64, outcome: Outcome) -> Claim {
+        let mut inner = self.lock();
         inner.expire(now_us - self.window_us, self.capacity);
         let key = (team.clone(), id.to_string());
-        if let Some(at) = inner.seen.get(&key)
-            && *at >= now_us - self.window_us
+        if let Some(e) = inner.seen.get(&key)
+            && e.at >= now_us - self.window_us
         {
-            return false;
+            return Claim::Seen(e.state.subscribe());
         }
-        inner.seen.insert(key, now_us);
+        let state = Arc::new(watch::channel(outcome).0);
+        inner.seen.insert(
+            key,
+            Entry {
+                at: now_us,
+                state: state.clone(),
+            },
+        );
         inner
             .order
             .push_back((now_us, team.clone(), id.to_string()));
-        true
+        Claim::New(Ticket {
+            team: team.clone(),
+            id: id.to_string(),
+            state,
+        })
     }
 
-    /// Forgets `id` (its event was not accepted after all, so a retry must go through).
-    pub fn forget(&self, team: &TeamId, id: &str) {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.seen.remove(&(team.clone(), id.to_string()));
+    /// Settles a claim: `stored` keeps the id; otherwise it is forgotten so a retry goes through.
+    pub fn resolve(&self, ticket: Ticket, stored: bool) {
+        if !stored {
+            let mut inner = self.lock();
+            let key = (ticket.team, ticket.id);
+            if inner
+                .seen
+                .get(&key)
+                .is_some_and(|e| Arc::ptr_eq(&e.state, &ticket.state))
+            {
+                inner.seen.remove(&key);
+            }
+        }
+        ticket.state.send_replace(if stored {
+            Outcome::Stored
+        } else {
+            Outcome::Failed
+        });
     }
 
     /// Ids remembered.
     pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .seen
-            .len()
+        self.lock().seen.len()
     }
 
     /// Whether nothing is remembered.
@@ -75,7 +145,7 @@ impl Inner {
             }
             let (at, team, id) = self.order.pop_front().expect("front exists");
             let key = (team, id);
-            if self.seen.get(&key) == Some(&at) {
+            if self.seen.get(&key).is_some_and(|e| e.at == at) {
                 self.seen.remove(&key);
             }
         }
@@ -87,21 +157,44 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn is_new(c: Claim) -> Option<Ticket> {
+        match c {
+            Claim::New(t) => Some(t),
+            Claim::Seen(_) => None,
+        }
+    }
+
     #[test]
-    fn window_and_capacity() {
+    fn window_capacity_and_failed_originals() {
         let d = Dedup::new(Duration::from_secs(10), 3);
         let t = TeamId::from("t");
-        assert!(d.insert(&t, "a", 0));
-        assert!(!d.insert(&t, "a", 1_000_000), "duplicate within the window");
+        let first = is_new(d.claim(&t, "a", 0)).unwrap();
+        let Claim::Seen(rx) = d.claim(&t, "a", 1_000_000) else {
+            panic!("duplicate within the window")
+        };
+        assert_eq!(
+            *rx.borrow(),
+            Outcome::Pending,
+            "the original is still being logged"
+        );
+        d.resolve(first, false);
+        assert_eq!(*rx.borrow(), Outcome::Failed);
+        let again = is_new(d.claim(&t, "a", 1_000_001)).expect("a failed original frees the id");
+        d.resolve(again, true);
+        let Claim::Seen(rx) = d.claim(&t, "a", 2_000_000) else {
+            panic!()
+        };
+        assert_eq!(*rx.borrow(), Outcome::Stored);
         assert!(
-            d.insert(&TeamId::from("u"), "a", 1_000_000),
+            is_new(d.claim(&TeamId::from("u"), "a", 2_000_000)).is_some(),
             "ids are per team"
         );
-        assert!(d.insert(&t, "a", 11_000_001), "the window passed");
-        d.forget(&t, "a");
-        assert!(d.insert(&t, "a", 11_000_002));
+        assert!(
+            is_new(d.claim(&t, "a", 12_000_002)).is_some(),
+            "the window passed"
+        );
         for i in 0..10 {
-            d.insert(&t, &format!("x{i}"), 11_000_003);
+            d.claim(&t, &format!("x{i}"), 12_000_003);
         }
         assert!(d.len() <= 3, "capacity bounds memory: {}", d.len());
     }

@@ -69,6 +69,8 @@ pub(super) struct Dispatcher {
     pub supervisor: ActorRef<SupervisorMsg>,
     pub actors: HashMap<TeamId, ActorRef<TeamMsg>>,
     pub last_dispatched: HashMap<TeamId, u64>,
+    /// Teams whose actor died and whose buffer must be rebuilt from the WAL by the next actor.
+    pub needs_rebuild: std::collections::HashSet<TeamId>,
     /// Every record up to here has been handed to an actor.
     pub dispatched_through: u64,
     pub metrics_teams: Arc<std::sync::atomic::AtomicUsize>,
@@ -109,6 +111,7 @@ impl Dispatcher {
             .min_uncommitted()
             .map_or(bound, |m| m.min(bound));
         self.wal.release_below(min);
+        metrics::counter!("stowage_wal_gc_runs_total").increment(1);
     }
 
     async fn dispatch(&mut self, w: Written<Payload>) {
@@ -119,6 +122,12 @@ impl Dispatcher {
         self.last_dispatched.insert(w.team.clone(), w.seq);
         self.dispatched_through = self.dispatched_through.max(w.seq);
         self.ctx.progress.note_dispatched(&w.team, w.seq);
+        if self.needs_rebuild.contains(&w.team) {
+            // A new actor rebuilds everything up to and including this record from the WAL.
+            self.actors.remove(&w.team);
+            self.spawn(&w.team, Some(w.seq)).await;
+            return;
+        }
         let msg = TeamMsg::Append(rows, w.seq, bytes);
         let sent = match self.actors.get(&w.team) {
             Some(actor) => actor.cast(msg).is_ok(),
@@ -128,9 +137,9 @@ impl Dispatcher {
             },
         };
         if !sent {
-            // The actor died: a new one rebuilds everything up to this record from the WAL.
             warn!(team = %w.team, seq = w.seq, "team actor gone; restarting it from the WAL");
             self.actors.remove(&w.team);
+            self.needs_rebuild.insert(w.team.clone());
             self.spawn(&w.team, Some(w.seq)).await;
         }
     }
@@ -147,14 +156,21 @@ impl Dispatcher {
         };
         match Actor::spawn_linked(None, TeamActor, args, self.supervisor.get_cell()).await {
             Ok((actor, _)) => {
+                if rebuild_through.is_some() {
+                    self.needs_rebuild.remove(team);
+                }
                 self.actors.insert(team.clone(), actor.clone());
                 self.metrics_teams
                     .store(self.actors.len(), std::sync::atomic::Ordering::Relaxed);
                 Some(actor)
             }
             Err(e) => {
-                // Its records stay in the WAL; the next event for the team retries.
+                // Its records stay in the WAL; the next event for the team retries, rebuilding
+                // everything the team has not committed.
                 error!(team = %team, error = %e, "cannot start team actor");
+                if self.last_dispatched.contains_key(team) {
+                    self.needs_rebuild.insert(team.clone());
+                }
                 None
             }
         }
@@ -182,6 +198,7 @@ impl Dispatcher {
                     let through = self.last_dispatched.get(&team).copied();
                     error!(team = %team, "team actor failed; restarting it from the WAL");
                     if through.is_some() {
+                        self.needs_rebuild.insert(team.clone());
                         self.spawn(&team, through).await;
                     }
                 }

@@ -266,10 +266,18 @@ pub fn from_object(
     })
 }
 
+/// Longest accepted `messageId`, `userId` or `anonymousId`, in bytes.
+pub const MAX_ID_BYTES: usize = 1024;
+
 /// A string field, or a number given where Segment allows one (`userId: 42`).
 fn text_field(obj: &Map<String, Json>, field: &str) -> Result<Option<String>, ApiError> {
     match obj.get(field) {
         None | Some(Json::Null) => Ok(None),
+        Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(
+            "invalid_field",
+            field,
+            format!("{field} must be at most {MAX_ID_BYTES} bytes"),
+        )),
         Some(Json::String(s)) => Ok(Some(s.clone())),
         Some(Json::Number(n)) => Ok(Some(n.to_string())),
         Some(_) => Err(bad(
@@ -426,6 +434,13 @@ mod tests {
             "invalid_property_name"
         );
         assert_eq!(code(r#"{"event":"e","userId":{}}"#), "invalid_field");
+        assert_eq!(
+            code(&format!(
+                r#"{{"event":"e","messageId":"{}"}}"#,
+                "m".repeat(1025)
+            )),
+            "invalid_field"
+        );
         let many: Vec<String> = (0..1000).map(|i| format!("\"p{i}\":1")).collect();
         assert_eq!(
             code(&format!(

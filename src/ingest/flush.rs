@@ -13,7 +13,7 @@ use arrow::datatypes::TimestampMicrosecondType;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use crate::catalog::{Catalog, NewDataFile, TeamId};
 use crate::config::ParquetConfig;
@@ -60,20 +60,17 @@ pub struct FlushOutcome {
     pub bytes: u64,
 }
 
-/// Runs a flush to completion (retrying storage and catalog failures).
-pub async fn run(ctx: &FlushCtx, job: FlushJob) -> FlushOutcome {
+/// Runs a flush to completion (retrying storage and catalog failures). An encoding failure is
+/// not retried (it would fail again): it is returned, nothing is committed and the watermark
+/// does not move, so the rows stay in the WAL.
+pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> {
     let started = std::time::Instant::now();
     let team = job.team.clone();
     let job_watermark = job.watermark;
     let enc_ctx = ctx.clone();
-    let encoded = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job)).await;
-    let files = match encoded {
-        Ok(files) => files,
-        Err(e) => {
-            error!(team = %team, error = %e, "parquet encoding panicked; this flush's rows are lost");
-            return FlushOutcome::default();
-        }
-    };
+    let files = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job))
+        .await
+        .map_err(|e| format!("parquet encoding panicked: {e}"))??;
     let mut outcome = FlushOutcome::default();
     for (meta, data) in &files {
         let path = object_store::path::Path::from(meta.path.as_str());
@@ -106,7 +103,7 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> FlushOutcome {
     metrics::counter!("stowage_flushes_total").increment(1);
     info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes, watermark,
           ms = took.as_millis() as u64, "flushed");
-    outcome
+    Ok(outcome)
 }
 
 /// Retries `op` with doubling backoff until it succeeds.
@@ -130,7 +127,7 @@ where
 }
 
 /// Encodes every table's batch, one file per `received_at` day.
-fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Vec<(NewDataFile, Bytes)> {
+fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)>, String> {
     let mut out = Vec::new();
     for (table, batch) in &job.tables {
         for (day, part) in split_by_day(batch) {
@@ -139,13 +136,12 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Vec<(NewDataFile, Bytes)> {
                 .date_naive();
             let file_id = uuid::Uuid::now_v7().simple().to_string();
             let path = DataFilePath::new(&ctx.prefix, job.team.as_str(), table, date, &file_id);
-            let data = match writer::encode(&part, &ctx.parquet) {
-                Ok(d) => d,
-                Err(e) => {
-                    error!(team = %job.team, %table, error = %e, rows = part.num_rows(), "parquet encoding failed; rows lost");
-                    continue;
-                }
-            };
+            let data = writer::encode(&part, &ctx.parquet).map_err(|e| {
+                format!(
+                    "parquet encoding of {table} ({} rows) failed: {e}",
+                    part.num_rows()
+                )
+            })?;
             let (min_ts, max_ts) = ts_range(&part);
             out.push((
                 NewDataFile {
@@ -162,7 +158,7 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Vec<(NewDataFile, Bytes)> {
             ));
         }
     }
-    out
+    Ok(out)
 }
 
 /// Splits rows by the UTC day of `received_at`, keeping row order within each day.

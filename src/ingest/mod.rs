@@ -28,7 +28,7 @@ use crate::catalog::{Catalog, TeamId};
 use crate::config::{AckMode, Config};
 use crate::wal::{self, Entry, Recovered, Wal, WalError, WalOptions, Written};
 use admission::{Admission, Refusal};
-use dedup::Dedup;
+use dedup::{Claim, Dedup, Outcome};
 use dispatch::{Control, Dispatcher, Payload};
 use event::EventRows;
 use limits::Limits;
@@ -143,6 +143,7 @@ impl Ingest {
             supervisor,
             actors: HashMap::new(),
             last_dispatched: HashMap::new(),
+            needs_rebuild: Default::default(),
             // Nothing counts as dispatched until replay hands records over, so no segment
             // holding an unreplayed record can be deleted meanwhile.
             dispatched_through: 0,
@@ -180,7 +181,7 @@ impl Ingest {
         for record in recovered.records {
             if record.flags & wal::record::FLAG_CLIENT_ID != 0 {
                 self.dedup
-                    .insert(&record.team, &record.id, record.received_at);
+                    .remember_stored(&record.team, &record.id, record.received_at);
             }
             if record.seq <= watermarks.get(&record.team).copied().unwrap_or(0) {
                 continue;
@@ -241,7 +242,7 @@ impl Ingest {
     /// the event is in the WAL and fsync'd; with `buffered` it is queued in memory;
     /// with [`Wait::Committed`] it is in a committed Parquet file.
     pub async fn submit(
-        &self,
+        self: &Arc<Self>,
         team: &TeamId,
         rows: EventRows,
         body: Bytes,
@@ -254,33 +255,64 @@ impl Ingest {
         if !self.is_ready() {
             return Err(IngestError::Recovering);
         }
-        let dedup_id = rows.client_id.then(|| rows.id.clone());
-        if let Some(id) = &dedup_id
-            && !self.dedup.insert(team, id, received_at)
-        {
-            metrics::counter!("stowage_events_duplicate_total").increment(1);
-            return Ok(Accepted::Duplicate);
+        let mut ticket = None;
+        if rows.client_id {
+            loop {
+                match self.dedup.claim(team, &rows.id, received_at) {
+                    Claim::New(t) => {
+                        ticket = Some(t);
+                        break;
+                    }
+                    Claim::Seen(mut rx) => {
+                        // Wait for the original: acknowledge only if it was stored.
+                        let outcome = rx
+                            .wait_for(|o| *o != Outcome::Pending)
+                            .await
+                            .map(|o| *o)
+                            .ok();
+                        if outcome == Some(Outcome::Stored) {
+                            metrics::counter!("stowage_events_duplicate_total").increment(1);
+                            return Ok(Accepted::Duplicate);
+                        }
+                    }
+                }
+            }
         }
-        let undo = |bytes: Option<u64>| {
-            if let Some(id) = &dedup_id {
-                self.dedup.forget(team, id);
-            }
-            if let Some(b) = bytes {
-                self.ctx.admission.release(team, b);
-            }
+        let flags = if ticket.is_some() {
+            wal::record::FLAG_CLIENT_ID
+        } else {
+            0
         };
-        if let Err(e) = self.limits.admit(team, &rows, true) {
-            undo(None);
-            return Err(e.into());
-        }
+        // Its own task: a client that disconnects must not cancel the outcome half-way (a
+        // claimed id would stay pending, or an accepted event's id be forgotten).
+        let (me, team) = (self.clone(), team.clone());
+        tokio::spawn(async move {
+            let result = me.log(&team, rows, body, received_at, wait, flags).await;
+            if let Some(t) = ticket {
+                me.dedup.resolve(t, result.is_ok());
+            }
+            result.map(|_| Accepted::Stored)
+        })
+        .await
+        .map_err(|e| IngestError::Append(AppendError::Internal(e.to_string())))?
+    }
+
+    /// Limits, budgets, the WAL append and the wait the client asked for.
+    async fn log(
+        &self,
+        team: &TeamId,
+        rows: EventRows,
+        body: Bytes,
+        received_at: i64,
+        wait: Wait,
+        flags: u8,
+    ) -> Result<(), IngestError> {
+        self.limits.admit(team, &rows, true)?;
         let bytes = rows.approx_bytes();
-        if let Err(r) = self.ctx.admission.admit(team, bytes) {
-            undo(None);
-            return Err(match r {
-                Refusal::Team => IngestError::TeamBufferFull,
-                Refusal::Global => IngestError::Overloaded,
-            });
-        }
+        self.ctx.admission.admit(team, bytes).map_err(|r| match r {
+            Refusal::Team => IngestError::TeamBufferFull,
+            Refusal::Global => IngestError::Overloaded,
+        })?;
         let need_seq = self.ack == AckMode::Durable || wait == Wait::Committed;
         let (ack_tx, ack_rx) = if need_seq {
             let (tx, rx) = oneshot::channel();
@@ -290,11 +322,7 @@ impl Ingest {
         };
         let entry = Entry {
             team: team.clone(),
-            flags: if dedup_id.is_some() {
-                wal::record::FLAG_CLIENT_ID
-            } else {
-                0
-            },
+            flags,
             received_at,
             id: rows.id.clone(),
             body,
@@ -304,21 +332,22 @@ impl Ingest {
             },
             ack: ack_tx,
         };
+        let release = || self.ctx.admission.release(team, bytes);
         if let Err(e) = self.wal.append(entry) {
-            undo(Some(bytes));
+            release();
             return Err(e.into());
         }
         let Some(ack_rx) = ack_rx else {
-            return Ok(Accepted::Stored);
+            return Ok(());
         };
         let seq = match ack_rx.await {
             Ok(Ok(seq)) => seq,
             Ok(Err(e)) => {
-                undo(Some(bytes));
+                release();
                 return Err(e.into());
             }
             Err(_) => {
-                undo(Some(bytes));
+                release();
                 return Err(WalError::Closed.into());
             }
         };
@@ -327,7 +356,7 @@ impl Ingest {
             // The sender lives as long as the progress map, so this only ends when committed.
             let _ = rx.wait_for(|w| *w >= seq).await;
         }
-        Ok(Accepted::Stored)
+        Ok(())
     }
 
     /// Flushes every team and waits until every event acknowledged before the call is

@@ -14,7 +14,8 @@ use crate::catalog::TeamId;
 #[derive(Debug, Default)]
 pub struct Progress {
     committed: DashMap<TeamId, watch::Sender<u64>>,
-    uncommitted: DashMap<TeamId, u64>,
+    /// Per team: oldest uncommitted record (if known) and the last record dispatched to it.
+    uncommitted: DashMap<TeamId, (Option<u64>, u64)>,
     oldest_at: DashMap<TeamId, std::time::Instant>,
     flush_locks: DashMap<TeamId, Arc<tokio::sync::Mutex<()>>>,
 }
@@ -45,18 +46,39 @@ impl Progress {
 
     /// A record was handed to the team's actor: it is uncommitted from now on.
     pub fn note_dispatched(&self, team: &TeamId, seq: u64) {
-        self.uncommitted.entry(team.clone()).or_insert(seq);
+        let mut e = self
+            .uncommitted
+            .entry(team.clone())
+            .or_insert((Some(seq), seq));
+        e.1 = seq;
+        if e.0.is_none() {
+            e.0 = Some(seq);
+        }
     }
 
-    /// The actor reports its oldest uncommitted record (`None`: nothing since `committed`).
+    /// The actor reports its oldest uncommitted record (`None`: nothing it has seen is
+    /// uncommitted beyond `committed`). Records dispatched after what it has seen keep the
+    /// entry alive, bounded below by `committed + 1`.
     pub fn set_oldest(&self, team: &TeamId, oldest: Option<u64>, committed: u64) {
         match oldest {
             Some(o) => {
-                self.uncommitted.insert(team.clone(), o);
+                self.uncommitted
+                    .entry(team.clone())
+                    .and_modify(|e| e.0 = Some(o))
+                    .or_insert((Some(o), o));
             }
-            // Keep a newer entry the dispatcher added for a record still in the mailbox.
             None => {
-                self.uncommitted.remove_if(team, |_, v| *v <= committed);
+                let remove = match self.uncommitted.get_mut(team) {
+                    Some(mut e) if e.1 > committed => {
+                        e.0 = Some(committed + 1);
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                };
+                if remove {
+                    self.uncommitted.remove_if(team, |_, e| e.1 <= committed);
+                }
             }
         }
     }
@@ -83,7 +105,7 @@ impl Progress {
 
     /// The oldest uncommitted sequence number of any team.
     pub fn min_uncommitted(&self) -> Option<u64> {
-        self.uncommitted.iter().map(|e| *e.value()).min()
+        self.uncommitted.iter().filter_map(|e| e.value().0).min()
     }
 
     /// The lock a team's flush holds from encoding to commit.
@@ -95,7 +117,26 @@ impl Progress {
     pub fn uncommitted_by_team(&self) -> Vec<(TeamId, u64)> {
         self.uncommitted
             .iter()
-            .map(|e| (e.key().clone(), *e.value()))
+            .filter_map(|e| e.value().0.map(|o| (e.key().clone(), o)))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_queued_behind_a_flush_keeps_the_team_uncommitted() {
+        let p = Progress::default();
+        let t = TeamId::from("t");
+        p.note_dispatched(&t, 5);
+        p.note_dispatched(&t, 9); // queued behind FlushDone(5)
+        p.set_oldest(&t, None, 5); // the actor has nothing buffered yet
+        assert_eq!(p.min_uncommitted(), Some(6), "9 is still uncommitted");
+        p.set_oldest(&t, Some(9), 5);
+        assert_eq!(p.min_uncommitted(), Some(9));
+        p.set_oldest(&t, None, 9);
+        assert_eq!(p.min_uncommitted(), None);
     }
 }

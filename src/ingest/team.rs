@@ -342,22 +342,33 @@ impl TeamState {
         self.started += 1;
         let number = self.started;
         let (ctx, team, me) = (self.ctx.clone(), self.team.clone(), myself.clone());
+        // Taken here, in the actor, not in the task: if the actor dies right after this, its
+        // successor's rebuild must still wait for this flush.
+        let lock = ctx.progress.flush_lock(&team);
+        let guard = lock.clone().try_lock_owned();
         tokio::spawn(async move {
-            let lock = ctx.progress.flush_lock(&team);
-            let _held = lock.lock().await;
-            flush::run(
-                &ctx.flush,
-                FlushJob {
-                    team: team.clone(),
-                    tables,
-                    watermark,
-                },
-            )
-            .await;
-            ctx.progress.set_committed(&team, watermark);
-            ctx.admission.release(&team, bytes);
-            if me.cast(TeamMsg::FlushDone(number, watermark)).is_err() {
-                debug!(team = %team, "flush finished after its team actor stopped");
+            let _held = match guard {
+                Ok(g) => g,
+                Err(_) => lock.lock_owned().await,
+            };
+            let job = FlushJob {
+                team: team.clone(),
+                tables,
+                watermark,
+            };
+            match flush::run(&ctx.flush, job).await {
+                Ok(_) => {
+                    ctx.progress.set_committed(&team, watermark);
+                    ctx.admission.release(&team, bytes);
+                    if me.cast(TeamMsg::FlushDone(number, watermark)).is_err() {
+                        debug!(team = %team, "flush finished after its team actor stopped");
+                    }
+                }
+                Err(e) => {
+                    // Nothing was committed: restart the actor so it rebuilds from the WAL.
+                    error!(team = %team, error = %e, "flush failed; restarting the team actor from the WAL");
+                    let _ = me.cast(TeamMsg::Crash);
+                }
             }
         });
     }

@@ -128,8 +128,19 @@ pub fn recover(dir: &Path, policy: RecoveryPolicy) -> Result<Recovered, RecoverE
         segment::truncate(&seg.path, offset).map_err(io)?;
         out.dropped.push(line);
     }
+    // A segment with no records left (an idle run, or a tail cut to nothing) is deleted now, so
+    // the writer's new segment can never reuse its name.
+    let mut kept = Vec::with_capacity(segments.len());
+    for seg in segments {
+        if seg.last_seq.is_none() {
+            std::fs::remove_file(&seg.path).map_err(io)?;
+        } else {
+            kept.push(seg);
+        }
+    }
+    segment::sync_dir(dir).map_err(io)?;
     out.records.sort_by_key(|r| r.seq);
-    out.segments = segments;
+    out.segments = kept;
     Ok(out)
 }
 
@@ -204,7 +215,7 @@ impl<T: Send + 'static> Wal<T> {
         let mut kept = Vec::with_capacity(segs.len());
         let mut removed = Vec::new();
         for (i, s) in segs.drain(..).enumerate() {
-            let done = i < open && s.last_seq.is_none_or(|last| last < min_uncommitted);
+            let done = i < open && s.last_seq.is_some_and(|last| last < min_uncommitted);
             let len = std::fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0);
             if done && std::fs::remove_file(&s.path).is_ok() {
                 let _ = self.stats.bytes_on_disk.fetch_update(

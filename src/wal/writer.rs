@@ -95,7 +95,11 @@ pub(super) struct Writer<T> {
 
 fn open_segment(opts: &WalOptions, first_seq: u64) -> std::io::Result<(File, SegmentMeta)> {
     let path = opts.dir.join(file_name(first_seq));
-    let file = OpenOptions::new().create(true).append(true).open(&path)?;
+    // Never append to an existing file: its name says where its numbering starts.
+    let file = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)?;
     sync_dir(&opts.dir)?;
     Ok((
         file,
@@ -193,8 +197,9 @@ impl<T: Send + 'static> Writer<T> {
                 }
                 Err(e) => {
                     error!(error = %e, entries = batch.len(), "WAL write failed");
-                    // Never leave a partial batch behind a later good one.
-                    let _ = file.set_len(file_len);
+                    // Never leave a partial batch behind a later good one; if even that fails the
+                    // log can no longer be trusted, so every later append fails too.
+                    let truncated = file.set_len(file_len).and_then(|_| file.sync_data());
                     seq = first_seq;
                     let msg = e.to_string();
                     for e in batch.drain(..) {
@@ -204,6 +209,10 @@ impl<T: Send + 'static> Writer<T> {
                             Err(WalError::Io(msg.clone()))
                         };
                         self.deliver(e, 0, result);
+                    }
+                    if let Err(t) = truncated {
+                        error!(error = %t, "cannot cut a failed WAL write; refusing all further appends");
+                        return self.fail_all(&format!("WAL unusable after a failed write: {t}"));
                     }
                 }
             }
@@ -240,7 +249,9 @@ impl<T: Send + 'static> Writer<T> {
 
     /// Acknowledges one entry and, when it is durable (or nobody waits on it), passes it on.
     fn deliver(&self, e: Entry<T>, seq: u64, result: Result<(), WalError>) {
-        let pass_on = result.is_ok() || e.ack.is_none();
+        // A record that is not in the log is never handed on: its sequence number would be a
+        // lie. (With buffered acks the client already had its 200; the error is logged.)
+        let pass_on = result.is_ok();
         if let Some(ack) = e.ack {
             let _ = ack.send(result.map(|_| seq));
         }
