@@ -48,6 +48,16 @@ pub async fn build_state_with_store(
         retry_backoff: config.flush.retry_backoff.0,
     };
     let ingest = Ingest::start(&config, catalog.clone(), flush).await?;
+    if config.compaction.enabled {
+        crate::warehouse::compaction::Compactor {
+            catalog: catalog.clone(),
+            store: store.clone(),
+            prefix: config.storage.prefix.clone(),
+            parquet: config.parquet.clone(),
+            cfg: config.compaction.clone(),
+        }
+        .spawn();
+    }
     crate::warehouse::gc::spawn_collector(
         store.clone(),
         catalog.clone(),

@@ -28,6 +28,8 @@ pub struct Config {
     pub parquet: ParquetConfig,
     /// Table download.
     pub download: DownloadConfig,
+    /// Merging small files.
+    pub compaction: CompactionConfig,
     /// Logging.
     pub log: LogConfig,
 }
@@ -243,6 +245,37 @@ pub struct DownloadConfig {
 impl Default for DownloadConfig {
     fn default() -> Self {
         Self { batch_rows: 8192 }
+    }
+}
+
+/// `[compaction]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Run the background compactor.
+    pub enabled: bool,
+    /// Time between passes.
+    pub interval: HumanDuration,
+    /// A table is compacted once it has this many small files.
+    pub min_files: usize,
+    /// Files smaller than this are merged.
+    pub small_file: ByteSize,
+    /// Merged files grow up to about this size.
+    pub target_size: ByteSize,
+    /// Replaced objects are deleted this long after the swap (longer than any download).
+    pub grace: HumanDuration,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: HumanDuration(Duration::from_secs(60)),
+            min_files: 8,
+            small_file: ByteSize(16 << 20),
+            target_size: ByteSize(128 << 20),
+            grace: HumanDuration(Duration::from_secs(15 * 60)),
+        }
     }
 }
 
@@ -610,5 +643,11 @@ mod tests {
         assert_eq!(c.dedup.window, d.dedup.window);
         assert_eq!(c.dedup.capacity, d.dedup.capacity);
         assert_eq!(c.flush.orphan_grace, d.flush.orphan_grace);
+        assert_eq!(c.compaction.enabled, d.compaction.enabled);
+        assert_eq!(c.compaction.interval, d.compaction.interval);
+        assert_eq!(c.compaction.min_files, d.compaction.min_files);
+        assert_eq!(c.compaction.small_file, d.compaction.small_file);
+        assert_eq!(c.compaction.target_size, d.compaction.target_size);
+        assert_eq!(c.compaction.grace, d.compaction.grace);
     }
 }

@@ -3,6 +3,7 @@
 //! file, so an admin change takes effect on a running server at its next request.
 
 mod admin;
+mod compaction;
 mod migrations;
 pub mod secrets;
 mod tables;
@@ -16,6 +17,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
+pub use compaction::LiveFile;
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 
 /// A team id (`tm_…`), cheap to clone.

@@ -94,7 +94,7 @@ impl Catalog {
                 params![watermark as i64, team.as_str()],
             )?;
             for f in files {
-                let version = merge_schema(&tx, team, &f.table, &f.schema, now)?;
+                let version = merge_schema_tx(&tx, team, &f.table, &f.schema, now)?;
                 tx.execute(
                     "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, min_ts, max_ts,
                                              schema_version, wal_watermark, created_at)
@@ -245,7 +245,7 @@ fn read_schema(tx: &Transaction<'_>, team: &TeamId, table: &str) -> Result<Table
 }
 
 /// Widens the stored schema with `file`'s columns; returns the table's schema version.
-fn merge_schema(
+pub(super) fn merge_schema_tx(
     tx: &Transaction<'_>,
     team: &TeamId,
     table: &str,

@@ -1,7 +1,8 @@
 //! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
 //! files live ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`]), and
-//! how objects no commit names are collected ([`gc`]).
+//! how small files are merged ([`compaction`]) and objects no commit names are collected ([`gc`]).
 
+pub mod compaction;
 pub mod gc;
 pub mod layout;
 pub mod naming;

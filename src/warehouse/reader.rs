@@ -299,7 +299,7 @@ async fn open(
 }
 
 /// Reorders, casts and null-fills `batch`'s columns to match `schema`.
-fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let rows = batch.num_rows();
     let columns: Vec<ArrayRef> = schema
         .fields()

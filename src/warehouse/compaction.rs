@@ -1,0 +1,232 @@
+//! Compaction: merges runs of consecutive small files of one partition (consecutive in the
+//! table's row order, so row order is kept) into files of up to `compaction.target_size`, and
+//! swaps each run for its merged file in one catalog transaction. Replaced objects are deleted
+//! only after `compaction.grace`, longer than any download, so a download (or a cursor) that
+//! started on the old snapshot still finds every file it needs. Single node: in scale-out only
+//! one node may run it per partition (a lease, not built yet).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::AsArray;
+use arrow::datatypes::TimestampMicrosecondType;
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use tracing::{info, warn};
+
+use super::layout::DataFilePath;
+use super::reader::align;
+use super::schema::TableSchema;
+use super::writer;
+use crate::catalog::{Catalog, LiveFile, NewDataFile, TeamId};
+use crate::config::{CompactionConfig, ParquetConfig};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Files replaced.
+    pub merged: usize,
+    /// Files written.
+    pub written: usize,
+}
+
+/// Everything compaction needs.
+#[derive(Clone)]
+pub struct Compactor {
+    /// The catalog.
+    pub catalog: Arc<Catalog>,
+    /// The warehouse.
+    pub store: Arc<dyn ObjectStore>,
+    /// Object path prefix.
+    pub prefix: String,
+    /// Encoding of merged files.
+    pub parquet: ParquetConfig,
+    /// Triggers and sizes.
+    pub cfg: CompactionConfig,
+}
+
+impl Compactor {
+    /// One pass over every table with enough small files.
+    pub async fn compact_once(&self) -> Result<Stats, BoxError> {
+        let (cat, min, small) = (
+            self.catalog.clone(),
+            self.cfg.min_files,
+            self.cfg.small_file.0,
+        );
+        let tables =
+            tokio::task::spawn_blocking(move || cat.tables_with_small_files(min, small)).await??;
+        let mut stats = Stats::default();
+        for (team, table) in tables {
+            let (cat, t, tb) = (self.catalog.clone(), team.clone(), table.clone());
+            let files = tokio::task::spawn_blocking(move || cat.live_files(&t, &tb)).await??;
+            for run in self.runs(&files) {
+                if self.merge(&team, &table, run).await? {
+                    stats.merged += run.len();
+                    stats.written += 1;
+                }
+            }
+        }
+        if stats.merged > 0 {
+            info!(
+                merged = stats.merged,
+                written = stats.written,
+                "compaction pass"
+            );
+        }
+        Ok(stats)
+    }
+
+    /// Maximal runs of consecutive small files of one partition, cut at the target size.
+    fn runs<'a>(&self, files: &'a [LiveFile]) -> Vec<&'a [LiveFile]> {
+        let small = |f: &LiveFile| f.bytes < self.cfg.small_file.0;
+        let mut out = Vec::new();
+        let mut start = 0;
+        let mut bytes = 0u64;
+        for i in 0..=files.len() {
+            let breaks = i == files.len()
+                || !small(&files[i])
+                || files[i].partition != files[start].partition
+                || bytes + files[i].bytes > self.cfg.target_size.0;
+            if breaks {
+                if i - start >= 2 {
+                    out.push(&files[start..i]);
+                }
+                start = if i < files.len() && !small(&files[i]) {
+                    i + 1
+                } else {
+                    i
+                };
+                bytes = if i < files.len() && small(&files[i]) {
+                    files[i].bytes
+                } else {
+                    0
+                };
+            } else {
+                bytes += files[i].bytes;
+            }
+        }
+        out
+    }
+
+    /// Merges one run; `false` if the catalog changed underneath (another pass got there).
+    async fn merge(&self, team: &TeamId, table: &str, run: &[LiveFile]) -> Result<bool, BoxError> {
+        let mut inputs = Vec::with_capacity(run.len());
+        for f in run {
+            inputs.push(
+                self.store
+                    .get(&Path::from(f.path.as_str()))
+                    .await?
+                    .bytes()
+                    .await?,
+            );
+        }
+        let parquet = self.parquet.clone();
+        let (data, schema, rows, min_ts, max_ts) =
+            tokio::task::spawn_blocking(move || merge_bytes(&inputs, &parquet)).await??;
+        let date = run[0].partition.trim_start_matches("date=");
+        let date = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")?;
+        let file_id = uuid::Uuid::now_v7().simple().to_string();
+        let path = DataFilePath::new(&self.prefix, team.as_str(), table, date, &file_id);
+        let new = NewDataFile {
+            table: table.to_string(),
+            path: path.as_str().to_string(),
+            partition: run[0].partition.clone(),
+            rows,
+            bytes: data.len() as u64,
+            min_ts,
+            max_ts,
+            schema,
+        };
+        self.store.put(&path.0, PutPayload::from(data)).await?;
+        let (cat, t, old, n) = (
+            self.catalog.clone(),
+            team.clone(),
+            run.to_vec(),
+            new.clone(),
+        );
+        let swapped =
+            tokio::task::spawn_blocking(move || cat.replace_files(&t, &old, &n)).await??;
+        if !swapped {
+            // Never committed: remove the object now rather than leave an orphan.
+            let _ = self.store.delete(&path.0).await;
+        }
+        Ok(swapped)
+    }
+
+    /// Deletes objects of files retired longer ago than the grace period.
+    pub async fn delete_retired(&self, grace: Duration) -> Result<usize, BoxError> {
+        let cutoff = crate::catalog::now_ms() - grace.as_millis() as i64;
+        let cat = self.catalog.clone();
+        let retired = tokio::task::spawn_blocking(move || cat.retired_before(cutoff)).await??;
+        let mut deleted = 0;
+        for (id, path) in retired {
+            match self.store.delete(&Path::from(path.as_str())).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {
+                    let cat = self.catalog.clone();
+                    tokio::task::spawn_blocking(move || cat.mark_deleted(id)).await??;
+                    deleted += 1;
+                }
+                Err(e) => warn!(%path, error = %e, "could not delete a retired object; will retry"),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Runs passes every `compaction.interval` until the process ends.
+    pub fn spawn(self) {
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(self.cfg.interval.0);
+            loop {
+                every.tick().await;
+                if let Err(e) = self.compact_once().await {
+                    warn!(error = %e, "compaction pass failed; will retry");
+                }
+                if let Err(e) = self.delete_retired(self.cfg.grace.0).await {
+                    warn!(error = %e, "deleting retired objects failed; will retry");
+                }
+            }
+        });
+    }
+}
+
+type Merged = (Bytes, TableSchema, u64, Option<i64>, Option<i64>);
+
+/// Decodes the inputs in order and writes them as one Parquet file with their merged schema.
+fn merge_bytes(inputs: &[Bytes], parquet: &ParquetConfig) -> Result<Merged, BoxError> {
+    let mut schema = TableSchema::default();
+    for b in inputs {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(b.clone())?;
+        schema.merge(&TableSchema::from_arrow(builder.schema()));
+    }
+    let arrow_schema = schema.to_arrow();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(
+        &mut out,
+        arrow_schema.clone(),
+        Some(writer::properties(parquet)?),
+    )?;
+    let (mut rows, mut min_ts, mut max_ts) = (0u64, None::<i64>, None::<i64>);
+    for b in inputs {
+        for batch in ParquetRecordBatchReaderBuilder::try_new(b.clone())?.build()? {
+            let batch = align(&batch?, &arrow_schema)?;
+            rows += batch.num_rows() as u64;
+            if let Some(ts) = batch.column_by_name("timestamp") {
+                let ts = ts.as_primitive::<TimestampMicrosecondType>();
+                if let Some(m) = arrow::compute::min(ts) {
+                    min_ts = Some(min_ts.map_or(m, |x| x.min(m)));
+                }
+                if let Some(m) = arrow::compute::max(ts) {
+                    max_ts = Some(max_ts.map_or(m, |x| x.max(m)));
+                }
+            }
+            w.write(&batch)?;
+        }
+    }
+    w.close()?;
+    Ok((Bytes::from(out), schema, rows, min_ts, max_ts))
+}
