@@ -97,6 +97,8 @@ pub struct IngestConfig {
     pub ack: AckMode,
     /// Largest accepted event body (after gzip decompression).
     pub max_body: ByteSize,
+    /// Largest accepted `POST /v1/import` body (after gzip decompression).
+    pub max_import_body: ByteSize,
     /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
     pub team_budget: ByteSize,
     /// Bytes all teams together may hold; beyond it → 503.
@@ -112,6 +114,7 @@ impl Default for IngestConfig {
         Self {
             ack: AckMode::Durable,
             max_body: ByteSize(32 * 1024),
+            max_import_body: ByteSize(1 << 30),
             team_budget: ByteSize(256 << 20),
             global_budget: ByteSize(1 << 30),
             retry_after: HumanDuration(Duration::from_secs(1)),
@@ -628,6 +631,7 @@ mod tests {
         assert_eq!(c.flush.max_rows, d.flush.max_rows);
         assert_eq!(c.flush.max_bytes, d.flush.max_bytes);
         assert_eq!(c.ingest.max_body, d.ingest.max_body);
+        assert_eq!(c.ingest.max_import_body, d.ingest.max_import_body);
         assert_eq!(c.ingest.team_budget, d.ingest.team_budget);
         assert_eq!(c.ingest.global_budget, d.ingest.global_budget);
         assert_eq!(c.server.listen, d.server.listen);

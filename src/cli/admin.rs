@@ -46,6 +46,30 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: ElementCommand,
     },
+    /// Warehouse tables.
+    Table {
+        #[command(subcommand)]
+        command: TableCommand,
+    },
+}
+
+/// `table …`
+#[derive(Debug, Subcommand)]
+pub enum TableCommand {
+    /// Import a CSV, NDJSON or Parquet file into a warehouse table (all or nothing).
+    Import {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+        /// Table name (normalised like event names).
+        #[arg(long)]
+        table: String,
+        /// csv, ndjson or parquet; default from the file extension.
+        #[arg(long)]
+        format: Option<String>,
+        /// The file.
+        file: std::path::PathBuf,
+    },
 }
 
 /// `team …`
@@ -186,6 +210,56 @@ impl AdminError {
     }
 }
 
+fn import_table(
+    config: &Config,
+    catalog: Catalog,
+    (team, table, format, file): (String, String, Option<String>, std::path::PathBuf),
+) -> Result<Output, AdminError> {
+    use crate::warehouse::import::{ImportFormat, Importer, import};
+    let refused = |m: String| AdminError(CatalogError::Refused(m));
+    let team = crate::catalog::TeamId(catalog.find_team(&team)?.id.into());
+    let name = format
+        .or_else(|| {
+            file.extension()
+                .and_then(|e| e.to_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    let format = ImportFormat::parse(&name).ok_or_else(|| {
+        refused(format!(
+            "unknown format {name:?}; use --format csv|ndjson|parquet"
+        ))
+    })?;
+    let input = std::fs::File::open(&file)
+        .map_err(|e| refused(format!("cannot open {}: {e}", file.display())))?;
+    let store = crate::store::open(config).map_err(|e| refused(e.to_string()))?;
+    let catalog = std::sync::Arc::new(catalog);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| refused(e.to_string()))?;
+    let to = Importer {
+        catalog: &catalog,
+        store: &store,
+        parquet: &config.parquet,
+        prefix: &config.storage.prefix,
+    };
+    let stats = rt
+        .block_on(import(
+            &to,
+            &team,
+            &table,
+            format,
+            Box::new(std::io::BufReader::new(input)),
+        ))
+        .map_err(|e| refused(e.to_string()))?;
+    let human = format!(
+        "imported {} rows into {} ({} files)",
+        stats.rows, stats.table, stats.files
+    );
+    out(json!(stats), human)
+}
+
 fn out(json: Value, human: String) -> Result<Output, AdminError> {
     Ok(Output { json, human })
 }
@@ -240,6 +314,15 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                 format!("events {state} for team {}", t.name),
             )
         }
+        AdminCommand::Table {
+            command:
+                TableCommand::Import {
+                    team,
+                    table,
+                    format,
+                    file,
+                },
+        } => import_table(config, catalog, (team, table, format, file)),
         AdminCommand::Key { command } => secrets(&catalog, SecretKind::DataKey, command),
         AdminCommand::Token { command } => secrets(&catalog, SecretKind::EventsToken, command),
         AdminCommand::Canvas {

@@ -53,6 +53,7 @@ pub async fn render(State(state): State<AppState>) -> Response {
 pub async fn track(req: Request, next: Next) -> Response {
     let route: &'static str = match req.uri().path() {
         "/v1/event" => "/v1/event",
+        "/v1/import" => "/v1/import",
         "/data/table" => "/data/table",
         "/api/data/table" => "/api/data/table",
         "/healthz" => "/healthz",

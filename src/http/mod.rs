@@ -4,6 +4,7 @@
 pub mod body;
 pub mod events;
 pub mod health;
+pub mod import;
 pub mod metrics;
 pub mod router;
 pub mod tables;

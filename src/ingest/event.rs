@@ -297,6 +297,14 @@ pub fn parse_time(v: &Json) -> Option<i64> {
     Some(dt.with_timezone(&Utc).timestamp_micros())
 }
 
+/// One free-form JSON object as cells (imports): flattened and typed like event properties,
+/// without the reserved-name prefixing (imported tables have no standard columns).
+pub fn object_cells(obj: &Map<String, Json>, path: &str) -> Result<Vec<Cell>, ApiError> {
+    let mut out = Vec::new();
+    flatten("", obj, 1, path, &mut out, &mut HashSet::new(), false)?;
+    Ok(out)
+}
+
 /// Flattens `obj` into `out` as `prefix_key…` columns, first name wins on collisions.
 fn flatten(
     prefix: &str,

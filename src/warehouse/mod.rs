@@ -4,6 +4,7 @@
 
 pub mod compaction;
 pub mod gc;
+pub mod import;
 pub mod layout;
 pub mod naming;
 pub mod object_reader;

@@ -1,0 +1,383 @@
+//! Import of CSV, NDJSON or Parquet into a named warehouse table, with the naming and typing
+//! rules of events (snake_case names, int64 → float64 → string widening, nested JSON flattened).
+//! Files are written as the input is read (bounded memory) and committed in one catalog
+//! transaction at the end: on any error nothing is committed and the written objects are
+//! removed, so an import is all or nothing.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use super::layout::DataFilePath;
+use super::naming::normalize;
+use super::schema::{ColumnType, TableSchema};
+use super::writer;
+use crate::catalog::{Catalog, NewDataFile, TeamId};
+use crate::config::ParquetConfig;
+use crate::ingest::buffer::TableBuffer;
+use crate::ingest::event::{Cell, Value, object_cells, parse_time};
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportFormat {
+    /// Header row, then values.
+    Csv,
+    /// One JSON object per line.
+    Ndjson,
+    /// A Parquet file.
+    Parquet,
+}
+
+impl ImportFormat {
+    /// From a name (`csv`, `ndjson`/`jsonl`, `parquet`) or a file extension.
+    pub fn parse(s: &str) -> Option<ImportFormat> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "csv" => ImportFormat::Csv,
+            "ndjson" | "jsonl" | "json" => ImportFormat::Ndjson,
+            "parquet" | "pq" => ImportFormat::Parquet,
+            _ => return None,
+        })
+    }
+}
+
+/// Why an import was refused; nothing was committed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The input is malformed or has a value that cannot be stored.
+    #[error("{0}")]
+    Input(String),
+    /// Storage or catalog failure.
+    #[error("import failed: {0}")]
+    Internal(String),
+}
+
+/// What an import did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ImportStats {
+    /// Warehouse table name.
+    pub table: String,
+    /// Rows imported.
+    pub rows: u64,
+    /// Files committed.
+    pub files: usize,
+}
+
+/// Rows per written file.
+const CHUNK_ROWS: usize = 100_000;
+
+/// Where imports go.
+pub struct Importer<'a> {
+    /// The catalog.
+    pub catalog: &'a Arc<Catalog>,
+    /// The warehouse.
+    pub store: &'a Arc<dyn ObjectStore>,
+    /// Encoding.
+    pub parquet: &'a ParquetConfig,
+    /// Object path prefix.
+    pub prefix: &'a str,
+}
+
+/// Imports `input` into `table` of `team`.
+pub async fn import(
+    to: &Importer<'_>,
+    team: &TeamId,
+    table: &str,
+    format: ImportFormat,
+    input: Box<dyn Read + Send>,
+) -> Result<ImportStats, ImportError> {
+    let Importer {
+        catalog,
+        store,
+        parquet,
+        prefix,
+    } = *to;
+    let name = normalize(table);
+    if name.is_empty() {
+        return Err(ImportError::Input(format!(
+            "{table:?} has no letter or digit to make a table name from"
+        )));
+    }
+    // Decode and encode on a blocking thread; objects are put from here as they come.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(RecordBatch, bytes::Bytes)>(2);
+    let cfg = parquet.clone();
+    let decoder = tokio::task::spawn_blocking(move || decode(format, input, &cfg, &tx));
+    let mut written: Vec<NewDataFile> = Vec::new();
+    let date = chrono::Utc::now().date_naive();
+    let mut failure = None;
+    while let Some((batch, data)) = rx.recv().await {
+        let path = DataFilePath::new(
+            prefix,
+            team.as_str(),
+            &name,
+            date,
+            &uuid::Uuid::now_v7().simple().to_string(),
+        );
+        let meta = NewDataFile {
+            table: name.clone(),
+            path: path.as_str().to_string(),
+            partition: format!("date={}", date.format("%Y-%m-%d")),
+            rows: batch.num_rows() as u64,
+            bytes: data.len() as u64,
+            min_ts: None,
+            max_ts: None,
+            schema: TableSchema::from_arrow(&batch.schema()),
+        };
+        if let Err(e) = store.put(&path.0, PutPayload::from(data)).await {
+            failure = Some(ImportError::Internal(e.to_string()));
+            break;
+        }
+        written.push(meta);
+    }
+    drop(rx);
+    let decoded = decoder
+        .await
+        .map_err(|e| ImportError::Internal(e.to_string()))?;
+    let result = match (failure, decoded) {
+        (Some(e), _) | (None, Err(e)) => Err(e),
+        (None, Ok(())) => {
+            let (cat, t, files) = (catalog.clone(), team.clone(), written.clone());
+            tokio::task::spawn_blocking(move || cat.commit_files(&t, &files, 0))
+                .await
+                .map_err(|e| ImportError::Internal(e.to_string()))?
+                .map_err(|e| ImportError::Internal(e.to_string()))
+        }
+    };
+    if let Err(e) = result {
+        for f in &written {
+            let _ = store
+                .delete(&object_store::path::Path::from(f.path.as_str()))
+                .await;
+        }
+        return Err(e);
+    }
+    Ok(ImportStats {
+        table: name,
+        rows: written.iter().map(|f| f.rows).sum(),
+        files: written.len(),
+    })
+}
+
+type Sink = tokio::sync::mpsc::Sender<(RecordBatch, bytes::Bytes)>;
+
+fn emit(batch: RecordBatch, cfg: &ParquetConfig, tx: &Sink) -> Result<(), ImportError> {
+    let data = writer::encode(&batch, cfg).map_err(|e| ImportError::Internal(e.to_string()))?;
+    tx.blocking_send((batch, data))
+        .map_err(|_| ImportError::Internal("upload stopped".into()))
+}
+
+fn decode(
+    format: ImportFormat,
+    input: Box<dyn Read + Send>,
+    cfg: &ParquetConfig,
+    tx: &Sink,
+) -> Result<(), ImportError> {
+    match format {
+        ImportFormat::Parquet => decode_parquet(input, cfg, tx),
+        ImportFormat::Csv => decode_rows(csv_rows(input)?, cfg, tx),
+        ImportFormat::Ndjson => decode_rows(ndjson_rows(input), cfg, tx),
+    }
+}
+
+/// Buffers rows like a team actor does (same columns and widening) and writes chunk files.
+fn decode_rows(
+    rows: impl Iterator<Item = Result<Vec<Cell>, ImportError>>,
+    cfg: &ParquetConfig,
+    tx: &Sink,
+) -> Result<(), ImportError> {
+    let mut buf = TableBuffer::default();
+    for row in rows {
+        buf.append(&row?)
+            .map_err(|e| ImportError::Internal(e.to_string()))?;
+        if buf.rows() >= CHUNK_ROWS {
+            emit(buf.take_batch(), cfg, tx)?;
+        }
+    }
+    if buf.rows() > 0 {
+        emit(buf.take_batch(), cfg, tx)?;
+    }
+    Ok(())
+}
+
+fn ndjson_rows(
+    input: Box<dyn Read + Send>,
+) -> impl Iterator<Item = Result<Vec<Cell>, ImportError>> {
+    use std::io::BufRead;
+    std::io::BufReader::new(input)
+        .lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let line_no = i + 1;
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => return Some(Err(ImportError::Input(format!("line {line_no}: {e}")))),
+            };
+            if line.trim().is_empty() {
+                return None;
+            }
+            Some(match serde_json::from_str::<serde_json::Value>(&line) {
+                Ok(serde_json::Value::Object(obj)) => {
+                    object_cells(&obj, &format!("line {line_no}"))
+                        .map_err(|e| ImportError::Input(format!("line {line_no}: {}", e.message)))
+                }
+                Ok(_) => Err(ImportError::Input(format!(
+                    "line {line_no}: each line must be a JSON object"
+                ))),
+                Err(e) => Err(ImportError::Input(format!(
+                    "line {line_no}: not valid JSON: {e}"
+                ))),
+            })
+        })
+}
+
+/// CSV: every field is text, so column types are inferred from the whole column first
+/// (int64, float64, boolean, timestamp, else string; empty fields are null). The input is read
+/// into memory once for that.
+fn csv_rows(
+    mut input: Box<dyn Read + Send>,
+) -> Result<impl Iterator<Item = Result<Vec<Cell>, ImportError>>, ImportError> {
+    let mut text = Vec::new();
+    input
+        .read_to_end(&mut text)
+        .map_err(|e| ImportError::Input(e.to_string()))?;
+    let mut reader = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(&text[..]);
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|e| ImportError::Input(format!("header row: {e}")))?
+        .iter()
+        .map(normalize)
+        .collect();
+    if let Some(bad) = headers.iter().position(String::is_empty) {
+        return Err(ImportError::Input(format!(
+            "column {} of the header has no letter or digit to make a name from",
+            bad + 1
+        )));
+    }
+    let mut records = Vec::new();
+    let mut types: Vec<Option<ColumnType>> = vec![None; headers.len()];
+    for (i, rec) in reader.records().enumerate() {
+        let rec = rec.map_err(|e| ImportError::Input(format!("line {}: {e}", i + 2)))?;
+        for (j, field) in rec.iter().enumerate() {
+            if let Some(t) = infer(field) {
+                types[j] = Some(types[j].map_or(t, |old| old.widen(t)));
+            }
+        }
+        records.push(rec);
+    }
+    Ok(records.into_iter().map(move |rec| {
+        Ok(rec
+            .iter()
+            .enumerate()
+            .map(|(j, f)| {
+                (
+                    headers[j].clone(),
+                    typed(f, types[j].unwrap_or(ColumnType::String)),
+                )
+            })
+            .collect())
+    }))
+}
+
+fn infer(field: &str) -> Option<ColumnType> {
+    if field.is_empty() {
+        None
+    } else if field.parse::<i64>().is_ok() {
+        Some(ColumnType::Int64)
+    } else if field.parse::<f64>().is_ok() {
+        Some(ColumnType::Float64)
+    } else if field == "true" || field == "false" {
+        Some(ColumnType::Boolean)
+    } else if parse_time(&serde_json::Value::String(field.into())).is_some() {
+        Some(ColumnType::Timestamp)
+    } else {
+        Some(ColumnType::String)
+    }
+}
+
+fn typed(field: &str, ty: ColumnType) -> Value {
+    if field.is_empty() {
+        return Value::Null;
+    }
+    match ty {
+        ColumnType::Int64 => field
+            .parse()
+            .map(Value::Int)
+            .unwrap_or(Value::Str(field.into())),
+        ColumnType::Float64 => field
+            .parse()
+            .map(Value::Float)
+            .unwrap_or(Value::Str(field.into())),
+        ColumnType::Boolean => Value::Bool(field == "true"),
+        ColumnType::Timestamp => parse_time(&serde_json::Value::String(field.into()))
+            .map(Value::Ts)
+            .unwrap_or(Value::Str(field.into())),
+        ColumnType::String => Value::Str(field.into()),
+    }
+}
+
+/// Parquet: columns renamed to warehouse names and cast to warehouse types; types with no
+/// warehouse equivalent (lists, structs, binary, decimals) are refused.
+fn decode_parquet(
+    mut input: Box<dyn Read + Send>,
+    cfg: &ParquetConfig,
+    tx: &Sink,
+) -> Result<(), ImportError> {
+    let mut data = Vec::new();
+    input
+        .read_to_end(&mut data)
+        .map_err(|e| ImportError::Input(e.to_string()))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(data))
+        .map_err(|e| ImportError::Input(format!("not a valid Parquet file: {e}")))?;
+    let mut target = TableSchema::default();
+    for f in builder.schema().fields() {
+        let ty = match f.data_type() {
+            DataType::Date32 | DataType::Date64 => Some(ColumnType::Timestamp),
+            DataType::Float16 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => {
+                Some(ColumnType::Float64)
+            }
+            dt => ColumnType::from_arrow(dt),
+        }
+        .ok_or_else(|| {
+            ImportError::Input(format!(
+                "column {:?} has type {} which has no warehouse type",
+                f.name(),
+                f.data_type()
+            ))
+        })?;
+        let name = normalize(f.name());
+        if name.is_empty() || target.get(&name).is_some() {
+            return Err(ImportError::Input(format!(
+                "column {:?} has no usable or a duplicate name",
+                f.name()
+            )));
+        }
+        target
+            .columns
+            .push(crate::warehouse::schema::Column { name, ty });
+    }
+    let arrow_target = target.to_arrow();
+    let reader = builder
+        .with_batch_size(CHUNK_ROWS)
+        .build()
+        .map_err(|e| ImportError::Input(e.to_string()))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| ImportError::Input(format!("reading Parquet: {e}")))?;
+        let columns = batch
+            .columns()
+            .iter()
+            .zip(arrow_target.fields())
+            .map(|(c, f)| cast(c, f.data_type()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ImportError::Input(format!("converting a column: {e}")))?;
+        let out = RecordBatch::try_new(arrow_target.clone(), columns)
+            .map_err(|e| ImportError::Internal(e.to_string()))?;
+        emit(out, cfg, tx)?;
+    }
+    Ok(())
+}
