@@ -2,6 +2,7 @@
 //! `--config` are global and may appear anywhere on the line.
 
 mod admin;
+mod download;
 mod serve;
 
 use std::path::PathBuf;
@@ -34,6 +35,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP service.
     Serve(serve::ServeArgs),
+    /// Download a table element (by share URL, or --canvas and --element).
+    Download(download::DownloadArgs),
     /// Manage teams, users, keys, tokens, canvases and elements (works with or without a
     /// running server; changes take effect on a running one immediately).
     Admin {
@@ -48,7 +51,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let listen = match &cli.command {
         Command::Serve(a) => a.listen.clone(),
-        Command::Admin { .. } => None,
+        Command::Admin { .. } | Command::Download(_) => None,
     };
     let overrides = Overrides {
         listen,
@@ -60,6 +63,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve(args) => serve::run(config, args),
+        Command::Download(args) => download::run(args, cli.json),
         Command::Admin { command } => match admin::run(&config, command) {
             Ok(out) => {
                 if cli.json {
