@@ -74,6 +74,17 @@ impl ApiError {
         e
     }
 
+    /// 503 for a catalog that does not answer (logged here; the cause is not sent).
+    pub fn catalog_unavailable(cause: &dyn std::fmt::Display, retry_after: Duration) -> Self {
+        tracing::error!(error = %cause, "catalog unavailable");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "catalog unavailable; retry",
+        )
+        .retry_after(retry_after)
+    }
+
     /// 500 that hides the cause (which the caller has logged).
     pub fn internal() -> Self {
         Self::new(

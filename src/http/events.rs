@@ -85,15 +85,10 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, Api
             "invalid_token",
             "the events token is unknown or revoked",
         )),
-        Err(e) => {
-            error!(error = %e, "catalog unavailable during token check");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "catalog unavailable; retry",
-            )
-            .retry_after(state.config.ingest.retry_after.0))
-        }
+        Err(e) => Err(ApiError::catalog_unavailable(
+            &e,
+            state.config.ingest.retry_after.0,
+        )),
     }
 }
 

@@ -83,14 +83,9 @@ fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiErro
             "invalid_api_key",
             "the API key is unknown or revoked",
         )),
-        Err(e) => {
-            error!(error = %e, "catalog unavailable during key check");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "catalog unavailable; retry",
-            )
-            .retry_after(state.config.ingest.retry_after.0))
-        }
+        Err(e) => Err(ApiError::catalog_unavailable(
+            &e,
+            state.config.ingest.retry_after.0,
+        )),
     }
 }
