@@ -263,3 +263,60 @@ async fn orphan_objects_are_collected_and_committed_files_kept() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_restart_during_an_outage_does_not_hold_up_other_teams() {
+    let store = Arc::new(FaultyStore::new(Arc::new(InMemory::new())));
+    let t = TestServer::start_on(
+        |c| {
+            c.flush.max_rows = 1; // every event starts a flush
+            c.flush.retry_backoff.0 = Duration::from_millis(20);
+        },
+        Some(store.clone() as Arc<dyn ObjectStore>),
+    )
+    .await;
+    store.fail_writes(true);
+    t.send(json!({"event": "e", "messageId": "a1"})).await;
+    let ingest = &t.srv().state.ingest;
+    // Team A's flush is now retrying against the failing store, holding A's flush lock.
+    assert!(
+        wait_for(Duration::from_secs(10), || async {
+            store.failed_puts() > 0
+        })
+        .await
+    );
+    ingest.crash_team_actor(&TeamId::from(t.seeded.team.as_str()));
+    t.send(json!({"event": "e", "messageId": "a2"})).await;
+    // Team B is new: its actor must start although A's replacement waits for A's flush.
+    let b = seed(t.catalog(), "team-b");
+    let (s, _) = t
+        .send_as(
+            &b.token,
+            &json!({"event": "e", "messageId": "b1"}).to_string(),
+            &[],
+        )
+        .await;
+    assert_eq!(s, 200);
+    let both = wait_for(Duration::from_secs(10), || async {
+        ingest.active_teams() == 2
+    })
+    .await;
+    assert!(
+        both,
+        "team B got no actor while team A was rebuilding: {}",
+        ingest.active_teams()
+    );
+    store.fail_writes(false);
+    t.flush().await;
+    let ids: Vec<String> = t
+        .rows(&t.element("e", None))
+        .await
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        vec!["a1", "a2"],
+        "team A's events, once each, in order"
+    );
+}

@@ -76,6 +76,8 @@ pub enum TeamMsg {
     IdleCheck,
     /// Fault injection: panic (tests of supervision).
     Crash,
+    /// The WAL records to rebuild the buffer from (after a restart), or why they could not be read.
+    Rebuilt(Result<Vec<(u64, EventRows)>, String>),
 }
 
 /// The actor (state lives in [`TeamState`]).
@@ -120,6 +122,10 @@ pub struct TeamState {
     waiters: Vec<(u64, RpcReplyPort<()>)>,
     last_activity: Instant,
     idle_task: Option<JoinHandle<()>>,
+    /// Waiting for the WAL records of a restart; appends and flush requests are stashed.
+    rebuilding: bool,
+    stash: Vec<(Arc<EventRows>, u64, u64)>,
+    stashed_flushes: Vec<RpcReplyPort<()>>,
 }
 
 impl Actor for TeamActor {
@@ -151,23 +157,22 @@ impl Actor for TeamActor {
             waiters: Vec::new(),
             last_activity: Instant::now(),
             idle_task: Some(myself.send_interval(check_every, || TeamMsg::IdleCheck)),
+            rebuilding: false,
+            stash: Vec::new(),
+            stashed_flushes: Vec::new(),
         };
         if let Some(through) = args.rebuild_through {
-            let records =
-                replay::team_records_after_flushes(&state.ctx, &state.team, through).await?;
-            info!(team = %state.team, records = records.len(), through, "team actor restarted; buffer rebuilt from the WAL");
-            for (seq, rows) in records {
-                let bytes = rows.approx_bytes();
-                state.append(&myself, &rows, seq, bytes);
-            }
-            state.report_oldest(
-                state
-                    .ctx
-                    .progress
-                    .committed_rx(&state.team)
-                    .borrow()
-                    .to_owned(),
-            );
+            // Read the WAL off the actor's start-up: waiting for a dead actor's flush (maybe
+            // retrying against a failing store) must not hold up the dispatcher. Appends that
+            // arrive meanwhile are stashed and applied after the rebuilt records.
+            state.rebuilding = true;
+            let (ctx, team, me) = (state.ctx.clone(), state.team.clone(), myself.clone());
+            tokio::spawn(async move {
+                let records = replay::team_records_after_flushes(&ctx, &team, through)
+                    .await
+                    .map_err(|e| e.to_string());
+                let _ = me.cast(TeamMsg::Rebuilt(records));
+            });
         }
         debug!(team = %state.team, "team actor started");
         Ok(state)
@@ -191,6 +196,33 @@ impl Actor for TeamActor {
         state: &mut TeamState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            TeamMsg::Append(rows, seq, bytes) if state.rebuilding => {
+                state.stash.push((rows, seq, bytes))
+            }
+            TeamMsg::Flush(reply) if state.rebuilding => state.stashed_flushes.push(reply),
+            TeamMsg::Timer(_) | TeamMsg::IdleCheck if state.rebuilding => {}
+            TeamMsg::Rebuilt(Err(e)) => {
+                return Err(format!("rebuilding team {} from the WAL: {e}", state.team).into());
+            }
+            TeamMsg::Rebuilt(Ok(records)) => {
+                info!(team = %state.team, records = records.len(), "team actor restarted; buffer rebuilt from the WAL");
+                state.rebuilding = false;
+                for (seq, rows) in records {
+                    let bytes = rows.approx_bytes();
+                    state.append(&myself, &rows, seq, bytes);
+                }
+                for (rows, seq, bytes) in std::mem::take(&mut state.stash) {
+                    state.append(&myself, &rows, seq, bytes);
+                }
+                let committed = *state.ctx.progress.committed_rx(&state.team).borrow();
+                state.report_oldest(committed);
+                for reply in std::mem::take(&mut state.stashed_flushes) {
+                    state.request_flush(&myself, reply);
+                }
+                if state.over_size_trigger() {
+                    state.start_flush(&myself);
+                }
+            }
             TeamMsg::Append(rows, seq, bytes) => {
                 state.append(&myself, &rows, seq, bytes);
                 if state.over_size_trigger() {
