@@ -311,11 +311,12 @@ async fn idle_team_actors_stop_and_restart_on_demand() {
     .await;
     assert!(stopped, "idle actor did not stop");
     t.send(json!({"event": "second"})).await;
-    assert_eq!(
-        t.srv().state.ingest.active_teams(),
-        1,
-        "a new event starts a fresh actor"
-    );
+    // The ack comes from the WAL; the dispatcher starts the actor right after.
+    let restarted = wait_for(Duration::from_secs(10), || async {
+        t.srv().state.ingest.active_teams() == 1
+    })
+    .await;
+    assert!(restarted, "a new event starts a fresh actor");
     t.flush().await;
     let rows = t.rows(&t.element("tracks", None)).await;
     assert_eq!(rows.len(), 2);
