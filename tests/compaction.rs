@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::ids;
+
 use std::time::Duration;
 
 use common::TestServer;
@@ -10,15 +12,6 @@ use serde_json::{Value, json};
 use stowage::catalog::TeamId;
 use stowage::config::CompactionConfig;
 use stowage::warehouse::compaction::Compactor;
-
-fn ids(doc: &Value) -> Vec<String> {
-    doc["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect()
-}
 
 #[tokio::test]
 async fn compaction_under_a_slow_download_and_a_paging_cursor() {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::ids;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -19,15 +21,6 @@ fn jitter(max_ms: u64) -> u64 {
         .unwrap()
         .subsec_nanos() as u64;
     n.wrapping_mul(6364136223846793005).rotate_left(17) % max_ms
-}
-
-fn ids(table: &Value) -> Vec<String> {
-    table["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

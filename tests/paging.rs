@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::ids;
+
 use std::process::Command;
 
 use common::TestServer;
@@ -27,15 +29,6 @@ async fn table(t: &TestServer) -> String {
     }
     t.flush().await;
     t.element("f", None)
-}
-
-fn ids(doc: &Value) -> Vec<String> {
-    doc["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect()
 }
 
 #[tokio::test]

@@ -183,6 +183,16 @@ pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {
     (status, json)
 }
 
+/// The `id` of every row of a JSON download, in order.
+pub fn ids(doc: &Value) -> Vec<String> {
+    doc["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Polls `check` until it returns true or `timeout` passes.
 pub async fn wait_for<F, Fut>(timeout: Duration, mut check: F) -> bool
 where
