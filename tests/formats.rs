@@ -81,7 +81,7 @@ async fn pyarrow_and_duckdb_agree_with_the_json_download() {
         std::fs::write(dir.path().join(file), body).unwrap();
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/check_formats.py");
-    let out = Command::new("python3")
+    let out = Command::new(common::python())
         .arg(script)
         .arg(dir.path())
         .output()

@@ -233,7 +233,7 @@ async fn parquet_import_through_the_cli() {
         lists.display()
     );
     assert!(
-        Command::new("python3")
+        Command::new(common::python())
             .args(["-c", &py])
             .status()
             .unwrap()

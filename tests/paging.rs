@@ -88,7 +88,7 @@ async fn every_filter_op_agrees_with_duckdb() {
         .join("warehouse/teams")
         .join(&t.seeded.team)
         .join("tables/f/*/*.parquet");
-    let out = Command::new("python3")
+    let out = Command::new(common::python())
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/py/check_filters.py"

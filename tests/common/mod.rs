@@ -211,3 +211,9 @@ where
 
 /// The seed's exact sample event.
 pub const SEED_EVENT: &str = r#"{"version":1,"type":"event","event":"Purchased an Item","properties":{"revenue":"39.95","shippingMethod":"Premium"},"timestamp":"2012-12-02T00:30:08.276Z"}"#;
+
+/// The Python that has the checkers' packages (pyarrow, DuckDB): `STOWAGE_PYTHON` (set by
+/// `scripts/test` to its virtual environment), else `python3`.
+pub fn python() -> String {
+    std::env::var("STOWAGE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
