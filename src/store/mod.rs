@@ -1,5 +1,8 @@
 //! Opens the warehouse object store named by `storage.url`; [`faulty`] wraps a store to fail
-//! writes on demand (outage tests).
+//! writes on demand (outage tests). A local store syncs every object it writes — file data and
+//! every directory entry leading to it — before the put returns, because the catalog commit
+//! that follows makes the object the only copy of its rows (SPEC §2.3: a power cut after the
+//! commit must not leave an empty file).
 
 pub mod faulty;
 
@@ -23,7 +26,7 @@ pub fn open(config: &Config) -> Result<Arc<dyn ObjectStore>, ConfigError> {
             .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
         let fs = LocalFileSystem::new_with_prefix(&dir)
             .map_err(|e| bad(format!("cannot open {}: {e}", dir.display())))?;
-        Ok(Arc::new(fs.with_automatic_cleanup(true)))
+        Ok(Arc::new(fs.with_automatic_cleanup(true).with_fsync(true)))
     };
     if url.is_empty() {
         local(config.storage.data_dir.join("warehouse"))

@@ -53,7 +53,24 @@ impl Proc {
 /// Starts `stowage serve --demo` on 127.0.0.1:0 in `dir` and waits for `/readyz`; `None` if the
 /// process exits first (its stderr is returned).
 pub async fn try_start(dir: &Path, env: &[(&str, &str)]) -> Result<Proc, String> {
-    let mut cmd = Command::new(BIN);
+    try_start_wrapped(dir, env, &[]).await
+}
+
+/// Like [`try_start`], with the binary run under `wrapper` (e.g. `["strace", …, "--"]`, or
+/// `["sh", "-c", "ulimit -f 64; exec \"$0\" \"$@\""]`): the command is `wrapper… BIN args…`.
+pub async fn try_start_wrapped(
+    dir: &Path,
+    env: &[(&str, &str)],
+    wrapper: &[&str],
+) -> Result<Proc, String> {
+    let mut cmd = match wrapper.split_first() {
+        None => Command::new(BIN),
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest).arg(BIN);
+            c
+        }
+    };
     cmd.args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .env("STOWAGE_LOG__FORMAT", "json")
