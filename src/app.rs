@@ -58,6 +58,7 @@ pub async fn build_state_with_store(
         }
         .spawn();
     }
+    crate::warehouse::gc::spawn_heartbeat(catalog.clone(), config.flush.orphan_grace.0);
     crate::warehouse::gc::spawn_collector(
         store.clone(),
         catalog.clone(),

@@ -70,7 +70,8 @@ impl Catalog {
     }
 
     /// Replaces the files `old` (all still live) by `new`, placed where the first of them was.
-    /// Returns `false` (and changes nothing) if any of them is no longer live.
+    /// Returns `false` (and changes nothing) if any of them is no longer live; fails with
+    /// [`super::CatalogError::Reclaimed`] if `new` is not reserved by this writer.
     pub fn replace_files(
         &self,
         team: &TeamId,
@@ -88,6 +89,7 @@ impl Catalog {
                     return Ok(false);
                 }
             }
+            super::pending::consume(&tx, &self.owner, &new.path)?;
             let version = merge_schema_tx(&tx, team, &new.table, &new.schema, now)?;
             let sort_key = old.first().map_or(0, |f| f.sort_key);
             let watermark = old.iter().map(|f| f.watermark).max().unwrap_or(0);

@@ -102,6 +102,18 @@ ALTER TABLE data_files ADD COLUMN deleted_at INTEGER;
 UPDATE data_files SET sort_key = id;
 CREATE INDEX data_files_order ON data_files (team_id, table_name, sort_key, id);
 "#,
+    r#"
+-- Objects written but not committed yet. A writer (one process, `owner`) reserves a path before
+-- it puts the object; the commit that names it consumes the row in the same transaction, and
+-- fails if the row is gone. The orphan collector deletes an object only after deleting its row,
+-- which it does only when the owner's heartbeat is older than the orphan grace.
+CREATE TABLE pending_objects (
+    path         TEXT PRIMARY KEY,
+    owner        TEXT NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+);
+CREATE INDEX pending_objects_by_owner ON pending_objects (owner);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once.

@@ -5,6 +5,7 @@
 mod admin;
 mod compaction;
 mod migrations;
+mod pending;
 pub mod secrets;
 mod tables;
 
@@ -58,6 +59,10 @@ pub enum CatalogError {
     /// The action is not allowed (not an owner, events disabled, name taken, …).
     #[error("{0}")]
     Refused(String),
+    /// A commit named an object whose reservation is gone: the orphan collector judged its
+    /// writer dead and may have deleted the object. Write the data again under new paths.
+    #[error("object {0} is no longer reserved for this writer; it must be written again")]
+    Reclaimed(String),
 }
 
 /// Result alias for catalog calls.
@@ -68,6 +73,8 @@ pub type Result<T> = std::result::Result<T, CatalogError>;
 pub struct Catalog {
     conns: Vec<Mutex<Connection>>,
     next: AtomicUsize,
+    /// This process as a writer of objects (random per open): owns its reservations.
+    owner: String,
 }
 
 impl fmt::Debug for Catalog {
@@ -99,6 +106,7 @@ impl Catalog {
         Ok(Catalog {
             conns,
             next: AtomicUsize::new(0),
+            owner: format!("w_{}", uuid::Uuid::now_v7().simple()),
         })
     }
 

@@ -84,7 +84,9 @@ impl Catalog {
 
     /// Commits data files of one team and its new WAL watermark in one transaction: tables
     /// are created, schemas widened, files recorded, watermark raised (never lowered). Either all
-    /// of it becomes visible or none.
+    /// of it becomes visible or none. Every file must be reserved by this writer
+    /// ([`Catalog::reserve_objects`]); if one is not, nothing is committed and the error is
+    /// [`super::CatalogError::Reclaimed`].
     pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile], watermark: u64) -> Result<()> {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -94,6 +96,7 @@ impl Catalog {
                 params![watermark as i64, team.as_str()],
             )?;
             for f in files {
+                super::pending::consume(&tx, &self.owner, &f.path)?;
                 let version = merge_schema_tx(&tx, team, &f.table, &f.schema, now)?;
                 tx.execute(
                     "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, min_ts, max_ts,
@@ -145,15 +148,6 @@ impl Catalog {
                 )
                 .optional()?;
             Ok(w.unwrap_or(0).max(0) as u64)
-        })
-    }
-
-    /// Every object path the catalog knows (live or retired), for orphan collection.
-    pub fn known_paths(&self) -> Result<std::collections::HashSet<String>> {
-        self.with(|c| {
-            let mut st = c.prepare("SELECT path FROM data_files")?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
         })
     }
 
@@ -327,6 +321,8 @@ mod tests {
         let team_id = cat.create_team("t").unwrap();
         let team = TeamId::from(team_id.as_str());
         assert!(cat.snapshot(&team, "x").unwrap().is_none());
+        cat.reserve_objects(&["p1".into(), "p2".into(), "p3".into()])
+            .unwrap();
         cat.commit_files(&team, &[file("x", "p1", &[("a", Int64)])], 5)
             .unwrap();
         cat.commit_files(

@@ -244,14 +244,22 @@ fn import_table(
         parquet: &config.parquet,
         prefix: &config.storage.prefix,
     };
+    let grace = config.flush.orphan_grace.0;
     let stats = rt
-        .block_on(import(
-            &to,
-            &team,
-            &table,
-            format,
-            Box::new(std::io::BufReader::new(input)),
-        ))
+        .block_on(async {
+            // A running server's collector must see this process as alive while it imports.
+            let beat = crate::warehouse::gc::spawn_heartbeat(catalog.clone(), grace);
+            let r = import(
+                &to,
+                &team,
+                &table,
+                format,
+                Box::new(std::io::BufReader::new(input)),
+            )
+            .await;
+            beat.abort();
+            r
+        })
         .map_err(|e| refused(e.to_string()))?;
     let human = format!(
         "imported {} rows into {} ({} files)",

@@ -1,7 +1,7 @@
 //! One flush of a team's buffers, off the actor's loop: split each table's batch by
 //! `received_at` day, encode Parquet on a blocking thread, put every object, then commit them all
-//! in one catalog transaction. Order is fixed: file first, catalog second, buffer bytes released
-//! last, so every row is always in exactly one visible place. Failed puts and commits retry with
+//! in one catalog transaction. Order is fixed: reservation, durable file, catalog commit, buffer
+//! bytes released last, so every row is always in exactly one visible place. Failed puts and commits retry with
 //! backoff; the data stays buffered (and counted against the budgets) until they succeed.
 
 use std::sync::Arc;
@@ -15,9 +15,9 @@ use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, NewDataFile, TeamId};
+use crate::catalog::{Catalog, CatalogError, NewDataFile, TeamId};
 use crate::config::ParquetConfig;
-use crate::warehouse::layout::DataFilePath;
+use crate::warehouse::layout::{self, DataFilePath};
 use crate::warehouse::schema::TableSchema;
 use crate::warehouse::writer;
 
@@ -63,39 +63,57 @@ pub struct FlushOutcome {
 /// Runs a flush to completion (retrying storage and catalog failures). An encoding failure is
 /// not retried (it would fail again): it is returned, nothing is committed and the watermark
 /// does not move, so the rows stay in the WAL.
+///
+/// Each object is reserved in the catalog before it is put, so the orphan collector leaves it
+/// alone however long the commit takes; if the reservation was reclaimed anyway (this process
+/// looked dead to another collector), the commit fails as a whole and the objects are written
+/// again under new names.
 pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> {
     let started = std::time::Instant::now();
     let team = job.team.clone();
-    let job_watermark = job.watermark;
+    let watermark = job.watermark;
     let enc_ctx = ctx.clone();
     let files = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job))
         .await
         .map_err(|e| format!("parquet encoding panicked: {e}"))??;
-    let mut outcome = FlushOutcome::default();
-    for (meta, data) in &files {
-        let path = object_store::path::Path::from(meta.path.as_str());
-        retry(ctx.retry_backoff, "put", &meta.path, || {
-            ctx.store.put(&path, PutPayload::from(data.clone()))
+    let (mut metas, data): (Vec<NewDataFile>, Vec<Bytes>) = files.into_iter().unzip();
+    loop {
+        put_reserved(ctx, &metas, &data).await;
+        let shared = Arc::new(metas.clone());
+        let committed = retry(ctx.retry_backoff, "commit", team.as_str(), || {
+            let (catalog, team, metas) = (ctx.catalog.clone(), team.clone(), shared.clone());
+            async move {
+                let r = tokio::task::spawn_blocking(move || {
+                    catalog.commit_files(&team, &metas, watermark)
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                match r {
+                    Ok(()) => Ok(true),
+                    Err(CatalogError::Reclaimed(path)) => {
+                        warn!(%path, "flush objects were reclaimed before the commit; writing them again");
+                        Ok(false)
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            }
         })
         .await;
-        outcome.rows += meta.rows;
-        outcome.bytes += meta.bytes;
-        outcome
-            .schemas
-            .push((meta.table.clone(), meta.schema.clone()));
-    }
-    let metas: Arc<Vec<NewDataFile>> = Arc::new(files.into_iter().map(|(m, _)| m).collect());
-    let watermark = job_watermark;
-    retry(ctx.retry_backoff, "commit", team.as_str(), || {
-        let (catalog, team, metas) = (ctx.catalog.clone(), team.clone(), metas.clone());
-        async move {
-            tokio::task::spawn_blocking(move || catalog.commit_files(&team, &metas, watermark))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())
+        if committed {
+            break;
         }
-    })
-    .await;
+        for m in &mut metas {
+            m.path = DataFilePath::renamed(&m.path);
+        }
+    }
+    let outcome = FlushOutcome {
+        rows: metas.iter().map(|m| m.rows).sum(),
+        bytes: metas.iter().map(|m| m.bytes).sum(),
+        schemas: metas
+            .iter()
+            .map(|m| (m.table.clone(), m.schema.clone()))
+            .collect(),
+    };
     let took = started.elapsed();
     metrics::histogram!("stowage_flush_seconds").record(took.as_secs_f64());
     metrics::counter!("stowage_flush_rows_total").increment(outcome.rows);
@@ -104,6 +122,28 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> 
     info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes, watermark,
           ms = took.as_millis() as u64, "flushed");
     Ok(outcome)
+}
+
+/// Reserves every object in the catalog, then puts it (durably), retrying until both succeed.
+async fn put_reserved(ctx: &FlushCtx, metas: &[NewDataFile], data: &[Bytes]) {
+    let paths: Arc<Vec<String>> = Arc::new(metas.iter().map(|m| m.path.clone()).collect());
+    retry(ctx.retry_backoff, "reserve", "objects", || {
+        let (catalog, paths) = (ctx.catalog.clone(), paths.clone());
+        async move {
+            tokio::task::spawn_blocking(move || catalog.reserve_objects(&paths))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    for (meta, bytes) in metas.iter().zip(data) {
+        let path = object_store::path::Path::from(meta.path.as_str());
+        retry(ctx.retry_backoff, "put", &meta.path, || {
+            ctx.store.put(&path, PutPayload::from(bytes.clone()))
+        })
+        .await;
+    }
 }
 
 /// Retries `op` with doubling backoff until it succeeds.
@@ -134,7 +174,7 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
             let date = chrono::DateTime::from_timestamp_micros(day * MICROS_PER_DAY)
                 .expect("day is in range")
                 .date_naive();
-            let file_id = uuid::Uuid::now_v7().simple().to_string();
+            let file_id = layout::new_file_id();
             let path = DataFilePath::new(&ctx.prefix, job.team.as_str(), table, date, &file_id);
             let data = writer::encode(&part, &ctx.parquet).map_err(|e| {
                 format!(

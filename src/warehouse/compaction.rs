@@ -21,7 +21,7 @@ use super::layout::DataFilePath;
 use super::reader::align;
 use super::schema::TableSchema;
 use super::writer;
-use crate::catalog::{Catalog, LiveFile, NewDataFile, TeamId};
+use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile, TeamId};
 use crate::config::{CompactionConfig, ParquetConfig};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -130,7 +130,7 @@ impl Compactor {
             tokio::task::spawn_blocking(move || merge_bytes(&inputs, &parquet)).await??;
         let date = run[0].partition.trim_start_matches("date=");
         let date = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")?;
-        let file_id = uuid::Uuid::now_v7().simple().to_string();
+        let file_id = super::layout::new_file_id();
         let path = DataFilePath::new(&self.prefix, team.as_str(), table, date, &file_id);
         let new = NewDataFile {
             table: table.to_string(),
@@ -142,6 +142,9 @@ impl Compactor {
             max_ts,
             schema,
         };
+        // Reserved before it exists, so no orphan collector deletes it before the swap.
+        let (cat, reserved) = (self.catalog.clone(), vec![new.path.clone()]);
+        tokio::task::spawn_blocking(move || cat.reserve_objects(&reserved)).await??;
         self.store.put(&path.0, PutPayload::from(data)).await?;
         let (cat, t, old, n) = (
             self.catalog.clone(),
@@ -150,10 +153,16 @@ impl Compactor {
             new.clone(),
         );
         let swapped =
-            tokio::task::spawn_blocking(move || cat.replace_files(&t, &old, &n)).await??;
+            match tokio::task::spawn_blocking(move || cat.replace_files(&t, &old, &n)).await? {
+                Ok(swapped) => swapped,
+                Err(CatalogError::Reclaimed(_)) => false,
+                Err(e) => return Err(e.into()),
+            };
         if !swapped {
             // Never committed: remove the object now rather than leave an orphan.
             let _ = self.store.delete(&path.0).await;
+            let (cat, reserved) = (self.catalog.clone(), vec![new.path.clone()]);
+            let _ = tokio::task::spawn_blocking(move || cat.release_objects(&reserved)).await;
         }
         Ok(swapped)
     }

@@ -115,7 +115,7 @@ pub async fn import(
             team.as_str(),
             &name,
             date,
-            &uuid::Uuid::now_v7().simple().to_string(),
+            &super::layout::new_file_id(),
         );
         let meta = NewDataFile {
             table: name.clone(),
@@ -127,11 +127,21 @@ pub async fn import(
             max_ts: None,
             schema: TableSchema::from_arrow(&batch.schema()),
         };
+        // Reserved before it exists, so no orphan collector deletes it before the commit.
+        let (cat, reserved) = (catalog.clone(), vec![meta.path.clone()]);
+        let reserved = tokio::task::spawn_blocking(move || cat.reserve_objects(&reserved))
+            .await
+            .map_err(|e| ImportError::Internal(e.to_string()))
+            .and_then(|r| r.map_err(|e| ImportError::Internal(e.to_string())));
+        if let Err(e) = reserved {
+            failure = Some(e);
+            break;
+        }
+        written.push(meta);
         if let Err(e) = store.put(&path.0, PutPayload::from(data)).await {
             failure = Some(ImportError::Internal(e.to_string()));
             break;
         }
-        written.push(meta);
     }
     drop(rx);
     let decoded = decoder
@@ -153,6 +163,11 @@ pub async fn import(
                 .delete(&object_store::path::Path::from(f.path.as_str()))
                 .await;
         }
+        let (cat, paths) = (
+            catalog.clone(),
+            written.iter().map(|f| f.path.clone()).collect::<Vec<_>>(),
+        );
+        let _ = tokio::task::spawn_blocking(move || cat.release_objects(&paths)).await;
         return Err(e);
     }
     Ok(ImportStats {

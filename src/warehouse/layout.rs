@@ -36,6 +36,20 @@ impl DataFilePath {
     pub fn as_str(&self) -> &str {
         self.0.as_ref()
     }
+
+    /// The same directory with a fresh file id: where an object whose reservation was
+    /// reclaimed is written again (the old name may have been deleted meanwhile).
+    pub fn renamed(path: &str) -> String {
+        match path.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/{}.parquet", new_file_id()),
+            None => format!("{}.parquet", new_file_id()),
+        }
+    }
+}
+
+/// A fresh file id: time-ordered, unique.
+pub fn new_file_id() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
 }
 
 #[cfg(test)]
@@ -55,5 +69,10 @@ mod tests {
             p.as_str(),
             "teams/tm_1/tables/tracks/date=2012-12-02/f1.parquet"
         );
+        let r = DataFilePath::renamed(p.as_str());
+        assert!(
+            r.starts_with("teams/tm_1/tables/tracks/date=2012-12-02/") && r.ends_with(".parquet")
+        );
+        assert_ne!(r, p.as_str());
     }
 }
