@@ -74,6 +74,8 @@ pub(super) struct Dispatcher {
     /// Every record up to here has been handed to an actor.
     pub dispatched_through: u64,
     pub metrics_teams: Arc<std::sync::atomic::AtomicUsize>,
+    /// The segment collection running on a blocking thread, if any.
+    pub gc_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Dispatcher {
@@ -97,21 +99,29 @@ impl Dispatcher {
                     }
                     self.control(c).await;
                 }
-                _ = gc.tick() => self.collect_wal(),
+                _ = gc.tick() => {
+                    self.collect_wal();
+                }
                 else => return,
             }
         }
     }
 
-    fn collect_wal(&self) {
+    /// Deletes committed segments (archiving their ids) on a blocking thread; a run still
+    /// going when the next tick comes is not doubled.
+    fn collect_wal(&mut self) {
+        if self.gc_task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
         let bound = self.dispatched_through + 1;
         let min = self
             .ctx
             .progress
             .min_uncommitted()
             .map_or(bound, |m| m.min(bound));
-        self.wal.release_below(min);
+        let wal = self.wal.clone();
         metrics::counter!("stowage_wal_gc_runs_total").increment(1);
+        self.gc_task = Some(tokio::task::spawn_blocking(move || wal.release_below(min)));
     }
 
     async fn dispatch(&mut self, w: Written<Payload>) {
@@ -250,7 +260,14 @@ impl Dispatcher {
         for a in actors {
             a.stop_and_wait(Some("shutdown".into()), None).await.ok();
         }
+        // Let a run in progress finish, then do a last one.
+        if let Some(run) = self.gc_task.take() {
+            let _ = run.await;
+        }
         self.collect_wal();
+        if let Some(run) = self.gc_task.take() {
+            let _ = run.await;
+        }
         self.supervisor.stop_and_wait(None, None).await.ok();
     }
 }

@@ -81,7 +81,7 @@ pub struct Ingest {
     ctx: Arc<TeamCtx>,
     wal: Arc<Wal<Payload>>,
     ack: AckMode,
-    dedup: Dedup,
+    dedup: Arc<Dedup>,
     limits: Limits,
     control: mpsc::UnboundedSender<Control>,
     closing: AtomicBool,
@@ -119,7 +119,27 @@ impl Ingest {
             batch_bytes: config.wal.batch_bytes.0 as usize,
             segment_size: config.wal.segment_size.0,
         };
-        let wal = Arc::new(Wal::start(opts, &recovered, floor, data_tx.clone()));
+        let archive = wal::IdArchive::new(&dir, config.dedup.window.0, config.dedup.capacity);
+        let dedup = Arc::new(Dedup::new(config.dedup.window.0, config.dedup.capacity));
+        let (a, d) = (archive.clone(), dedup.clone());
+        let remembered = tokio::task::spawn_blocking(move || {
+            let now = chrono::Utc::now().timestamp_micros();
+            a.load(now, |r| d.remember_stored(&r.team, &r.id, r.received_at))
+        })
+        .await??;
+        if remembered > 0 {
+            info!(
+                ids = remembered,
+                "dedup window restored from the id archive"
+            );
+        }
+        let wal = Arc::new(Wal::start(
+            opts,
+            &recovered,
+            floor,
+            Some(archive),
+            data_tx.clone(),
+        ));
         let admission = Arc::new(Admission::new(
             config.ingest.team_budget.0,
             config.ingest.global_budget.0,
@@ -148,13 +168,14 @@ impl Ingest {
             // holding an unreplayed record can be deleted meanwhile.
             dispatched_through: 0,
             metrics_teams: active_teams.clone(),
+            gc_task: None,
         };
         let handle = tokio::spawn(dispatcher.run());
         let ingest = Arc::new(Ingest {
             ctx,
             wal,
             ack: config.ingest.ack,
-            dedup: Dedup::new(config.dedup.window.0, config.dedup.capacity),
+            dedup,
             limits: Limits::new(config.limits.clone(), catalog),
             control: control_tx,
             closing: AtomicBool::new(false),

@@ -1,8 +1,10 @@
 //! The write-ahead log: every accepted event is framed ([`record`]) into segment files
 //! ([`segment`]) by one group-commit writer ([`writer`]) before it is acknowledged. On start,
 //! [`recover`] reads the segments back (cutting a torn tail, refusing mid-file corruption);
-//! segments are deleted once every record in them is committed to Parquet.
+//! segments are deleted once every record in them is committed to Parquet, after their client
+//! ids are archived for the dedup window ([`ids`]).
 
+pub mod ids;
 pub mod record;
 pub mod segment;
 pub mod writer;
@@ -14,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+pub use ids::IdArchive;
 pub use record::Record;
 use segment::{End, SegmentMeta};
 pub use writer::{Entry, WalError, WalOptions, WalStats, Written};
@@ -150,6 +153,8 @@ pub struct Wal<T> {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     segments: Arc<Mutex<Vec<SegmentMeta>>>,
     next_seq: Arc<AtomicU64>,
+    /// Where client ids of deleted segments go (none: they are forgotten with the segment).
+    archive: Option<IdArchive>,
     /// Writer counters.
     pub stats: Arc<WalStats>,
 }
@@ -161,6 +166,7 @@ impl<T: Send + 'static> Wal<T> {
         opts: WalOptions,
         recovered: &Recovered,
         floor: u64,
+        archive: Option<IdArchive>,
         out: mpsc::UnboundedSender<Written<T>>,
     ) -> Wal<T> {
         let next = recovered.max_seq.max(floor) + 1;
@@ -192,6 +198,7 @@ impl<T: Send + 'static> Wal<T> {
             thread: Mutex::new(Some(thread)),
             segments,
             next_seq,
+            archive,
             stats,
         }
     }
@@ -208,32 +215,50 @@ impl<T: Send + 'static> Wal<T> {
         self.next_seq.load(Ordering::Acquire)
     }
 
-    /// Deletes closed segments whose records are all below `min_uncommitted`.
+    /// Deletes closed segments whose records are all below `min_uncommitted`, archiving their
+    /// client ids first. Blocking file I/O: call it off the async loop. The segment list is locked
+    /// only to pick the segments, never during I/O, so the writer is not held up.
     pub fn release_below(&self, min_uncommitted: u64) {
-        let mut segs = self.segments.lock().expect("segments lock");
-        let open = segs.len().saturating_sub(1); // never the segment being written
-        let mut kept = Vec::with_capacity(segs.len());
-        let mut removed = Vec::new();
-        for (i, s) in segs.drain(..).enumerate() {
-            let done = i < open && s.last_seq.is_some_and(|last| last < min_uncommitted);
+        let done: Vec<SegmentMeta> = {
+            let mut segs = self.segments.lock().expect("segments lock");
+            let open = segs.len().saturating_sub(1); // never the segment being written
+            let mut n = 0;
+            while n < open && segs[n].last_seq.is_some_and(|last| last < min_uncommitted) {
+                n += 1;
+            }
+            segs.drain(..n).collect()
+        };
+        let now_us = chrono::Utc::now().timestamp_micros();
+        let mut removed = 0;
+        let mut kept = Vec::new();
+        for s in done {
             let len = std::fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0);
-            if done && std::fs::remove_file(&s.path).is_ok() {
-                let _ = self.stats.bytes_on_disk.fetch_update(
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                    |b| Some(b.saturating_sub(len)),
-                );
-                removed.push(s.path);
-            } else {
-                kept.push(s);
+            let archived = match &self.archive {
+                Some(a) => a.archive(&s, now_us).map(|_| ()),
+                None => Ok(()),
+            };
+            match archived.and_then(|_| std::fs::remove_file(&s.path)) {
+                Ok(()) => {
+                    let _ = self.stats.bytes_on_disk.fetch_update(
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                        |b| Some(b.saturating_sub(len)),
+                    );
+                    removed += 1;
+                }
+                Err(e) => {
+                    warn!(segment = %s.path.display(), error = %e, "cannot archive ids of or delete a committed WAL segment; will retry");
+                    kept.push(s);
+                }
             }
         }
-        *segs = kept;
-        if !removed.is_empty() {
-            info!(
-                segments = removed.len(),
-                "WAL segments committed and deleted"
-            );
+        if !kept.is_empty() {
+            let mut segs = self.segments.lock().expect("segments lock");
+            let rest = std::mem::take(&mut *segs);
+            *segs = kept.into_iter().chain(rest).collect();
+        }
+        if removed > 0 {
+            info!(segments = removed, "WAL segments committed and deleted");
         }
     }
 
