@@ -334,7 +334,10 @@ impl Ingest {
             Refusal::Team => IngestError::TeamBufferFull,
             Refusal::Global => IngestError::Overloaded,
         })?;
-        let need_seq = self.ack == AckMode::Durable || wait == Wait::Committed;
+        // Buffered acks only while the log can be written: once a write failed, every event
+        // waits for its own write, so nothing is acknowledged that the log could not hold.
+        let need_seq =
+            self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
         let (ack_tx, ack_rx) = if need_seq {
             let (tx, rx) = oneshot::channel();
             (Some(tx), Some(rx))

@@ -10,7 +10,7 @@ pub mod segment;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -153,6 +153,8 @@ pub struct Wal<T> {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     segments: Arc<Mutex<Vec<SegmentMeta>>>,
     next_seq: Arc<AtomicU64>,
+    /// Whether the last write succeeded.
+    healthy: Arc<AtomicBool>,
     /// Where client ids of deleted segments go (none: they are forgotten with the segment).
     archive: Option<IdArchive>,
     /// Writer counters.
@@ -181,7 +183,9 @@ impl<T: Send + 'static> Wal<T> {
         let segments = Arc::new(Mutex::new(recovered.segments.clone()));
         let next_seq = Arc::new(AtomicU64::new(next));
         let (tx, rx) = std::sync::mpsc::channel();
+        let healthy = Arc::new(AtomicBool::new(true));
         let writer = writer::Writer {
+            healthy: healthy.clone(),
             opts,
             rx,
             out,
@@ -198,9 +202,16 @@ impl<T: Send + 'static> Wal<T> {
             thread: Mutex::new(Some(thread)),
             segments,
             next_seq,
+            healthy,
             archive,
             stats,
         }
+    }
+
+    /// Whether the last write (and fsync) succeeded. While it did not, appends should wait for
+    /// their outcome instead of being acknowledged up front.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
     }
 
     /// Queues an append; its `ack` (if any) is answered after fsync.

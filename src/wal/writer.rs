@@ -6,7 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -91,15 +91,22 @@ pub(super) struct Writer<T> {
     pub segments: Arc<Mutex<Vec<SegmentMeta>>>,
     pub next_seq: Arc<AtomicU64>,
     pub stats: Arc<WalStats>,
+    pub healthy: Arc<AtomicBool>,
 }
 
 fn open_segment(opts: &WalOptions, first_seq: u64) -> std::io::Result<(File, SegmentMeta)> {
     let path = opts.dir.join(file_name(first_seq));
-    // Never append to an existing file: its name says where its numbering starts.
-    let file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)?;
+    // Never append to an existing file with records: its name says where its numbering starts.
+    // An empty one is left by an open whose directory sync failed; it is taken over.
+    let file = match OpenOptions::new().create_new(true).append(true).open(&path) {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AlreadyExists
+                && std::fs::metadata(&path)?.len() == 0 =>
+        {
+            OpenOptions::new().append(true).open(&path)?
+        }
+        r => r?,
+    };
     sync_dir(&opts.dir)?;
     Ok((
         file,
@@ -113,24 +120,30 @@ fn open_segment(opts: &WalOptions, first_seq: u64) -> std::io::Result<(File, Seg
 
 impl<T: Send + 'static> Writer<T> {
     /// Runs until every sender is gone and the queue is drained.
+    ///
+    /// A failed write or fsync never loses an acknowledged event: the partial batch is cut off
+    /// the segment, entries whose client is waiting get the error (their event is not stored),
+    /// and entries acknowledged already (buffered acks) keep their sequence numbers, are handed
+    /// on to the consumer anyway (they are still in memory) and are written again at the head of
+    /// the next batch, in a fresh segment. Until a write succeeds again the log reports itself
+    /// unhealthy, which turns buffered acks into waiting ones (so nothing more is acknowledged
+    /// that the log cannot hold); it recovers by itself when the cause goes away.
     pub fn run(self) {
         let mut seq = self.next_seq.load(Ordering::Acquire);
-        let (mut file, meta) = match open_segment(&self.opts, seq) {
-            Ok(x) => x,
-            Err(e) => {
-                error!(error = %e, dir = %self.opts.dir.display(), "cannot open a WAL segment; appends will fail");
-                return self.fail_all(&e.to_string());
-            }
-        };
-        self.segments.lock().expect("segments lock").push(meta);
+        let mut file: Option<File> = None;
         let mut file_len = 0u64;
+        // The segment holds a partial batch past `file_len` that could not be cut off yet.
+        let mut needs_cut = false;
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
+        // Records acknowledged but not yet in the log, written first by the next batch.
+        let mut carry: Vec<u8> = Vec::new();
+        let mut carry_first: Option<u64> = None;
         let mut batch: Vec<Entry<T>> = Vec::new();
         while let Some(first) = self.next_batch(&mut batch, last_sync) {
             batch.insert(0, first);
             buf.clear();
-            let first_seq = seq;
+            buf.extend_from_slice(&carry);
             let mut seqs = Vec::with_capacity(batch.len());
             for e in &batch {
                 if e.flags & FLAG_MARKER != 0 {
@@ -149,75 +162,126 @@ impl<T: Send + 'static> Writer<T> {
                 seqs.push(seq);
                 seq += 1;
             }
+            self.next_seq.store(seq, Ordering::Release);
             let result = if buf.is_empty() {
                 Ok(()) // only markers
             } else {
-                let started = Instant::now();
-                let result = file.write_all(&buf).and_then(|_| file.sync_data());
-                let took = started.elapsed();
-                last_sync = Instant::now();
-                let records = seqs.iter().filter(|s| **s != 0).count();
-                self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
-                self.stats
-                    .fsync_nanos
-                    .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-                self.stats
-                    .entries
-                    .fetch_add(records as u64, Ordering::Relaxed);
-                metrics::histogram!("stowage_wal_fsync_seconds").record(took.as_secs_f64());
-                metrics::histogram!("stowage_wal_batch_entries").record(records as f64);
-                result
+                let first_seq = carry_first
+                    .or_else(|| seqs.iter().copied().find(|s| *s != 0))
+                    .unwrap_or(seq);
+                self.prepare(&mut file, &mut file_len, &mut needs_cut, first_seq)
+                    .and_then(|f| {
+                        let started = Instant::now();
+                        let r = f.write_all(&buf).and_then(|_| f.sync_data());
+                        last_sync = Instant::now();
+                        self.record_sync(started.elapsed(), &seqs);
+                        if r.is_err() {
+                            needs_cut = true;
+                        }
+                        r
+                    })
             };
             match result {
                 Ok(()) => {
-                    file_len += buf.len() as u64;
-                    self.stats
-                        .bytes_on_disk
-                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                    if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
-                        cur.last_seq = Some(seq - 1);
+                    if !buf.is_empty() {
+                        file_len += buf.len() as u64;
+                        self.stats
+                            .bytes_on_disk
+                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
+                            cur.last_seq = Some(seq - 1);
+                        }
                     }
-                    self.next_seq.store(seq, Ordering::Release);
+                    if !self.healthy.swap(true, Ordering::AcqRel) {
+                        info!("WAL writes succeed again");
+                    }
+                    carry.clear();
+                    carry_first = None;
                     for (e, s) in batch.drain(..).zip(seqs) {
                         self.deliver(e, s, Ok(()));
                     }
                     if file_len >= self.opts.segment_size {
-                        match open_segment(&self.opts, seq) {
-                            Ok((f, meta)) => {
-                                info!(segment = %meta.path.display(), "WAL segment rotated");
-                                file = f;
-                                file_len = 0;
-                                self.segments.lock().expect("segments lock").push(meta);
-                            }
-                            Err(e) => {
-                                error!(error = %e, "WAL rotation failed; continuing in the current segment")
-                            }
-                        }
+                        file = None; // the next batch opens a new segment
                     }
                 }
-                Err(e) => {
-                    error!(error = %e, entries = batch.len(), "WAL write failed");
-                    // Never leave a partial batch behind a later good one; if even that fails the
-                    // log can no longer be trusted, so every later append fails too.
-                    let truncated = file.set_len(file_len).and_then(|_| file.sync_data());
-                    seq = first_seq;
-                    let msg = e.to_string();
-                    for e in batch.drain(..) {
-                        let result = if e.flags & FLAG_MARKER != 0 {
-                            Ok(())
+                Err(err) => {
+                    error!(error = %err, entries = batch.len(), "WAL write failed");
+                    self.healthy.store(false, Ordering::Release);
+                    let msg = err.to_string();
+                    for (e, s) in batch.drain(..).zip(seqs) {
+                        if e.flags & FLAG_MARKER != 0 {
+                            self.deliver(e, 0, Ok(()));
+                        } else if e.ack.is_none() {
+                            // Acknowledged already: keep it.
+                            encode(
+                                s,
+                                e.flags,
+                                e.received_at,
+                                e.team.as_str(),
+                                &e.id,
+                                &e.body,
+                                &mut carry,
+                            );
+                            carry_first.get_or_insert(s);
+                            self.deliver(e, s, Ok(()));
                         } else {
-                            Err(WalError::Io(msg.clone()))
-                        };
-                        self.deliver(e, 0, result);
+                            self.deliver(e, 0, Err(WalError::Io(msg.clone())));
+                        }
                     }
-                    if let Err(t) = truncated {
-                        error!(error = %t, "cannot cut a failed WAL write; refusing all further appends");
-                        return self.fail_all(&format!("WAL unusable after a failed write: {t}"));
+                    if !carry.is_empty() {
+                        error!(
+                            bytes = carry.len(),
+                            "acknowledged events kept in memory until the WAL can be written"
+                        );
                     }
                 }
             }
         }
-        let _ = file.sync_all();
+        if let Some(f) = file {
+            let _ = f.sync_all();
+        }
+    }
+
+    /// The segment to write the next batch to: cuts off a failed batch first, and opens a new
+    /// segment (named by `first_seq`) when there is none or the current one failed.
+    fn prepare<'f>(
+        &self,
+        file: &'f mut Option<File>,
+        file_len: &mut u64,
+        needs_cut: &mut bool,
+        first_seq: u64,
+    ) -> std::io::Result<&'f mut File> {
+        if *needs_cut {
+            if let Some(f) = file.as_ref() {
+                f.set_len(*file_len).and_then(|_| f.sync_data())?;
+            }
+            *needs_cut = false;
+            // Start afresh after a failure (a file-size limit or a bad region stays with the file).
+            if *file_len > 0 {
+                *file = None;
+            }
+        }
+        if file.is_none() {
+            let (f, meta) = open_segment(&self.opts, first_seq)?;
+            info!(segment = %meta.path.display(), "WAL segment opened");
+            self.segments.lock().expect("segments lock").push(meta);
+            *file_len = 0;
+            *file = Some(f);
+        }
+        Ok(file.as_mut().expect("opened above"))
+    }
+
+    fn record_sync(&self, took: Duration, seqs: &[u64]) {
+        let records = seqs.iter().filter(|s| **s != 0).count();
+        self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .fsync_nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        self.stats
+            .entries
+            .fetch_add(records as u64, Ordering::Relaxed);
+        metrics::histogram!("stowage_wal_fsync_seconds").record(took.as_secs_f64());
+        metrics::histogram!("stowage_wal_batch_entries").record(records as f64);
     }
 
     /// Waits for the first entry, then gathers more until the batch is full or the sync
@@ -247,10 +311,9 @@ impl<T: Send + 'static> Writer<T> {
         Some(first)
     }
 
-    /// Acknowledges one entry and, when it is durable (or nobody waits on it), passes it on.
+    /// Answers one entry and, unless it failed, passes it on to the consumer. An entry whose
+    /// client got an error is never handed on (it was not stored).
     fn deliver(&self, e: Entry<T>, seq: u64, result: Result<(), WalError>) {
-        // A record that is not in the log is never handed on: its sequence number would be a
-        // lie. (With buffered acks the client already had its 200; the error is logged.)
         let pass_on = result.is_ok();
         if let Some(ack) = e.ack {
             let _ = ack.send(result.map(|_| seq));
@@ -261,12 +324,6 @@ impl<T: Send + 'static> Writer<T> {
                 team: e.team,
                 payload: e.payload,
             });
-        }
-    }
-
-    fn fail_all(self, msg: &str) {
-        while let Ok(e) = self.rx.recv() {
-            self.deliver(e, 0, Err(WalError::Io(msg.to_string())));
         }
     }
 }
