@@ -25,6 +25,8 @@
 //!   `STOWAGE_INGEST__ACK=buffered` or `STOWAGE_FLUSH__INTERVAL=1s`. The value of
 //!   `STOWAGE_INGEST__ACK` becomes the `mode` field (else `"default"`).
 //! - `--label TEXT`: copied to the `label` field (default null; `"baseline"` with `--baseline`).
+//! - `--bin PATH`: the stowage binary to drive instead of `target/release/stowage` (compare two
+//!   builds in one run).
 //! - `--baseline`: instead of stowage, a bare axum 0.8 server on its own 1-thread runtime in this
 //!   process (reads the body, parses it with serde_json, checks it is an object, answers 200
 //!   `{"success":true}`). `mode` is `"baseline"`; RSS and exit code are `null`.
@@ -69,6 +71,10 @@ struct Args {
     /// Drive a bare in-process axum server instead of stowage.
     #[arg(long)]
     baseline: bool,
+    /// The stowage binary to drive (default: target/release/stowage), e.g. an older build to
+    /// compare against in the same run.
+    #[arg(long)]
+    bin: Option<PathBuf>,
     /// Passed by `cargo bench`; without it (`cargo test --all-targets`) nothing runs.
     #[arg(long, hide = true)]
     bench: bool,
@@ -106,7 +112,10 @@ fn run(args: Args) -> Res<()> {
     } else {
         let mode = args.env.iter().find(|(k, _)| k == "STOWAGE_INGEST__ACK");
         let mode = mode.map_or("default".to_string(), |(_, v)| v.clone());
-        (Target::Server(rt.block_on(Server::start(&args.env))?), mode)
+        (
+            Target::Server(rt.block_on(Server::start(&args.env, args.bin.as_deref()))?),
+            mode,
+        )
     };
     let label = args
         .label
@@ -211,7 +220,10 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
-fn binary() -> Res<PathBuf> {
+fn binary(given: Option<&Path>) -> Res<PathBuf> {
+    if let Some(bin) = given {
+        return Ok(bin.to_path_buf());
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
         PathBuf::from,
@@ -271,8 +283,8 @@ fn admin(bin: &Path, dir: &Path, args: &[&str]) -> Res<Value> {
 }
 
 impl Server {
-    async fn start(env: &[(String, String)]) -> Res<Server> {
-        let bin = binary()?;
+    async fn start(env: &[(String, String)], bin: Option<&Path>) -> Res<Server> {
+        let bin = binary(bin)?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
         let data = dir.path().join("data");
         admin(&bin, &data, &["team", "create", "--name", "bench"])?;
@@ -671,8 +683,8 @@ fn report(ctx: &Report, s: &load::Stats, peak_rss_mib: Option<f64>, exit: Option
     );
 }
 
-/// Prints the server's WAL group-commit figures from `/metrics` as one JSON line:
-/// fsync latency quantiles and events per fsync.
+/// Prints the server's WAL group-commit and flush figures from `/metrics` as one JSON line:
+/// fsync latency quantiles, events per fsync, flush count and duration, rows flushed.
 async fn wal_report(client: &reqwest::Client, url: &str, label: &Option<String>) {
     let Ok(resp) = client.get(format!("{url}/metrics")).send().await else {
         return;
@@ -687,6 +699,8 @@ async fn wal_report(client: &reqwest::Client, url: &str, label: &Option<String>)
     let q = |name: &str, q: &str| value(&format!("{name}{{quantile=\"{q}\"}}"));
     let fsyncs = value("stowage_wal_fsync_seconds_count");
     let entries = value("stowage_wal_batch_entries_sum");
+    let flushes = value("stowage_flush_seconds_count");
+    let flush_secs = value("stowage_flush_seconds_sum");
     let out = serde_json::json!({
         "label": label,
         "wal_fsyncs": fsyncs,
@@ -694,6 +708,10 @@ async fn wal_report(client: &reqwest::Client, url: &str, label: &Option<String>)
         "fsync_p99_ms": q("stowage_wal_fsync_seconds", "0.99").map(|s| s * 1e3),
         "events_per_fsync_mean": entries.zip(fsyncs).map(|(e, f)| e / f.max(1.0)),
         "events_per_fsync_p99": q("stowage_wal_batch_entries", "0.99"),
+        "flushes": flushes,
+        "flush_mean_ms": flush_secs.zip(flushes).map(|(s, n)| s * 1e3 / n.max(1.0)),
+        "flush_p99_ms": q("stowage_flush_seconds", "0.99").map(|s| s * 1e3),
+        "rows_flushed": value("stowage_flush_rows_total"),
     });
     println!("{out}");
 }
