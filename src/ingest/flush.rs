@@ -102,6 +102,10 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> 
         if committed {
             break;
         }
+        // The old objects become orphans (collected after the grace) once released.
+        let old: Vec<String> = metas.iter().map(|m| m.path.clone()).collect();
+        let catalog = ctx.catalog.clone();
+        let _ = tokio::task::spawn_blocking(move || catalog.release_objects(&old)).await;
         for m in &mut metas {
             m.path = DataFilePath::renamed(&m.path);
         }

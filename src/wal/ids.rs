@@ -96,13 +96,20 @@ impl IdArchive {
             std::fs::create_dir_all(&self.dir)?;
             let name = format!("{:020}-{newest}-{count}.ids", seg.first_seq);
             let tmp = self.dir.join(format!("{name}.tmp"));
-            {
+            let written = (|| {
                 use std::io::Write;
                 let mut f = std::fs::File::create(&tmp)?;
                 f.write_all(&buf)?;
-                f.sync_all()?;
+                f.sync_all()
+            })();
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp); // a failed write leaves nothing behind
+                return Err(e);
             }
-            std::fs::rename(&tmp, self.dir.join(name))?;
+            if let Err(e) = std::fs::rename(&tmp, self.dir.join(name)) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
             sync_dir(&self.dir)?;
         }
         self.prune(now_us)?;

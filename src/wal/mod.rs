@@ -5,6 +5,7 @@
 //! ids are archived for the dedup window ([`ids`]).
 
 pub mod ids;
+mod log_file;
 pub mod record;
 pub mod segment;
 pub mod writer;
@@ -245,7 +246,20 @@ impl<T: Send + 'static> Wal<T> {
         for s in done {
             let len = std::fs::metadata(&s.path).map(|m| m.len()).unwrap_or(0);
             let archived = match &self.archive {
-                Some(a) => a.archive(&s, now_us).map(|_| ()),
+                Some(a) => match a.archive(&s, now_us) {
+                    // A full disk must not keep the log from freeing its own space: the segment
+                    // goes, and its ids leave the window early (logged).
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::StorageFull | std::io::ErrorKind::FileTooLarge
+                        ) =>
+                    {
+                        warn!(segment = %s.path.display(), error = %e, "cannot archive the dedup ids of a committed WAL segment (disk full); deleting it anyway — retries of its events after a restart will not be recognised as duplicates");
+                        Ok(())
+                    }
+                    r => r.map(|_| ()),
+                },
                 None => Ok(()),
             };
             match archived.and_then(|_| std::fs::remove_file(&s.path)) {

@@ -3,8 +3,6 @@
 //! numbers them, writes them with one `write` and one `fsync`, then acknowledges them all and
 //! hands them on, in sequence order, to whoever consumes the log.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -15,9 +13,15 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
+use super::log_file::LogFile;
 use super::record::{FLAG_MARKER, encode};
-use super::segment::{SegmentMeta, file_name, sync_dir};
+use super::segment::SegmentMeta;
 use crate::catalog::TeamId;
+
+/// First pause before a carried write is retried with nothing else to write; it doubles.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// Longest such pause.
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Writer settings.
 #[derive(Debug, Clone)]
@@ -94,64 +98,68 @@ pub(super) struct Writer<T> {
     pub healthy: Arc<AtomicBool>,
 }
 
-fn open_segment(opts: &WalOptions, first_seq: u64) -> std::io::Result<(File, SegmentMeta)> {
-    let path = opts.dir.join(file_name(first_seq));
-    // Never append to an existing file with records: its name says where its numbering starts.
-    // An empty one is left by an open whose directory sync failed; it is taken over.
-    let file = match OpenOptions::new().create_new(true).append(true).open(&path) {
-        Err(e)
-            if e.kind() == std::io::ErrorKind::AlreadyExists
-                && std::fs::metadata(&path)?.len() == 0 =>
-        {
-            OpenOptions::new().append(true).open(&path)?
-        }
-        r => r?,
-    };
-    sync_dir(&opts.dir)?;
-    Ok((
-        file,
-        SegmentMeta {
-            path,
-            first_seq,
-            last_seq: None,
-        },
-    ))
-}
-
 impl<T: Send + 'static> Writer<T> {
     /// Runs until every sender is gone and the queue is drained.
     ///
     /// A failed write or fsync never loses an acknowledged event: the partial batch is cut off
-    /// the segment, entries whose client is waiting get the error (their event is not stored),
-    /// and entries acknowledged already (buffered acks) keep their sequence numbers, are handed
-    /// on to the consumer anyway (they are still in memory) and are written again at the head of
-    /// the next batch, in a fresh segment. Until a write succeeds again the log reports itself
-    /// unhealthy, which turns buffered acks into waiting ones (so nothing more is acknowledged
-    /// that the log cannot hold); it recovers by itself when the cause goes away.
+    /// its segment at once ([`LogFile`]), entries whose client is waiting get the error (their
+    /// event is not stored), and entries acknowledged already (buffered acks) are *carried*: they
+    /// keep their sequence numbers and are written again, first, with the next batch — or on
+    /// their own after a pause if nothing else comes — and handed on to the consumer only once
+    /// they are in the log (so a rebuild from the WAL always sees them). Markers queued behind
+    /// them wait with them. Until a write succeeds again the log reports itself unhealthy, which
+    /// turns buffered acks into waiting ones, so nothing more is acknowledged that the log cannot
+    /// hold. If the log is closed while a carry cannot be written, the carried events are handed
+    /// on anyway (they are acknowledged; the shutdown flush can still commit them).
     pub fn run(self) {
         let mut seq = self.next_seq.load(Ordering::Acquire);
-        let mut file: Option<File> = None;
-        let mut file_len = 0u64;
-        // The segment holds a partial batch past `file_len` that could not be cut off yet.
-        let mut needs_cut = false;
+        let mut log = LogFile::new(
+            self.opts.dir.clone(),
+            self.opts.segment_size,
+            self.segments.clone(),
+        );
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
-        // Records acknowledged but not yet in the log, written first by the next batch.
-        let mut carry: Vec<u8> = Vec::new();
-        let mut carry_first: Option<u64> = None;
+        let mut carry: Vec<(Entry<T>, u64)> = Vec::new();
+        let mut pause = RETRY_FIRST;
         let mut batch: Vec<Entry<T>> = Vec::new();
-        while let Some(first) = self.next_batch(&mut batch, last_sync) {
-            batch.insert(0, first);
-            buf.clear();
-            buf.extend_from_slice(&carry);
-            let mut seqs = Vec::with_capacity(batch.len());
-            for e in &batch {
-                if e.flags & FLAG_MARKER != 0 {
-                    seqs.push(0);
-                    continue;
+        loop {
+            let closed = if carry.is_empty() {
+                match self.rx.recv() {
+                    Ok(first) => {
+                        batch.push(first);
+                        false
+                    }
+                    Err(_) => break,
                 }
+            } else {
+                match self.rx.recv_timeout(pause) {
+                    Ok(first) => {
+                        batch.push(first);
+                        false
+                    }
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Err(RecvTimeoutError::Disconnected) => true,
+                }
+            };
+            if !batch.is_empty() {
+                self.gather(&mut batch, last_sync);
+            }
+            let mut entries: Vec<(Entry<T>, u64)> = std::mem::take(&mut carry);
+            for e in batch.drain(..) {
+                let s = if e.flags & FLAG_MARKER != 0 {
+                    0
+                } else {
+                    seq += 1;
+                    seq - 1
+                };
+                entries.push((e, s));
+            }
+            self.next_seq.store(seq, Ordering::Release);
+            buf.clear();
+            for (e, s) in entries.iter().filter(|(_, s)| *s != 0) {
                 encode(
-                    seq,
+                    *s,
                     e.flags,
                     e.received_at,
                     e.team.as_str(),
@@ -159,120 +167,74 @@ impl<T: Send + 'static> Writer<T> {
                     &e.body,
                     &mut buf,
                 );
-                seqs.push(seq);
-                seq += 1;
             }
-            self.next_seq.store(seq, Ordering::Release);
-            let result = if buf.is_empty() {
-                Ok(()) // only markers
-            } else {
-                let first_seq = carry_first
-                    .or_else(|| seqs.iter().copied().find(|s| *s != 0))
-                    .unwrap_or(seq);
-                self.prepare(&mut file, &mut file_len, &mut needs_cut, first_seq)
-                    .and_then(|f| {
-                        let started = Instant::now();
-                        let r = f.write_all(&buf).and_then(|_| f.sync_data());
-                        last_sync = Instant::now();
-                        self.record_sync(started.elapsed(), &seqs);
-                        if r.is_err() {
-                            needs_cut = true;
-                        }
-                        r
-                    })
+            let logged: Vec<u64> = entries
+                .iter()
+                .map(|(_, s)| *s)
+                .filter(|s| *s != 0)
+                .collect();
+            let (Some(&first_seq), Some(&last_seq)) = (logged.first(), logged.iter().max()) else {
+                // Only markers.
+                entries
+                    .into_iter()
+                    .for_each(|(e, s)| self.deliver(e, s, Ok(())));
+                continue;
             };
+            let started = Instant::now();
+            let result = log.append(&buf, first_seq, last_seq);
+            last_sync = Instant::now();
+            self.record_sync(started.elapsed(), logged.len());
             match result {
                 Ok(()) => {
-                    if !buf.is_empty() {
-                        file_len += buf.len() as u64;
-                        self.stats
-                            .bytes_on_disk
-                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                        if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
-                            cur.last_seq = Some(seq - 1);
-                        }
-                    }
+                    self.stats
+                        .bytes_on_disk
+                        .fetch_add(buf.len() as u64, Ordering::Relaxed);
                     if !self.healthy.swap(true, Ordering::AcqRel) {
                         info!("WAL writes succeed again");
                     }
-                    carry.clear();
-                    carry_first = None;
-                    for (e, s) in batch.drain(..).zip(seqs) {
-                        self.deliver(e, s, Ok(()));
-                    }
-                    if file_len >= self.opts.segment_size {
-                        file = None; // the next batch opens a new segment
-                    }
+                    pause = RETRY_FIRST;
+                    entries
+                        .into_iter()
+                        .for_each(|(e, s)| self.deliver(e, s, Ok(())));
                 }
                 Err(err) => {
-                    error!(error = %err, entries = batch.len(), "WAL write failed");
+                    error!(error = %err, entries = entries.len(), "WAL write failed");
                     self.healthy.store(false, Ordering::Release);
                     let msg = err.to_string();
-                    for (e, s) in batch.drain(..).zip(seqs) {
-                        if e.flags & FLAG_MARKER != 0 {
-                            self.deliver(e, 0, Ok(()));
-                        } else if e.ack.is_none() {
-                            // Acknowledged already: keep it.
-                            encode(
-                                s,
-                                e.flags,
-                                e.received_at,
-                                e.team.as_str(),
-                                &e.id,
-                                &e.body,
-                                &mut carry,
-                            );
-                            carry_first.get_or_insert(s);
-                            self.deliver(e, s, Ok(()));
+                    for (e, s) in entries {
+                        if e.ack.is_none() {
+                            carry.push((e, s)); // acknowledged already (or a marker): keep
                         } else {
                             self.deliver(e, 0, Err(WalError::Io(msg.clone())));
                         }
                     }
                     if !carry.is_empty() {
                         error!(
-                            bytes = carry.len(),
-                            "acknowledged events kept in memory until the WAL can be written"
+                            entries = carry.len(),
+                            retry_in_ms = pause.as_millis() as u64,
+                            "acknowledged events held in memory until the WAL can be written"
                         );
                     }
+                    pause = (pause * 2).min(RETRY_MAX);
                 }
             }
-        }
-        if let Some(f) = file {
-            let _ = f.sync_all();
-        }
-    }
-
-    /// The segment to write the next batch to: cuts off a failed batch first, and opens a new
-    /// segment (named by `first_seq`) when there is none or the current one failed.
-    fn prepare<'f>(
-        &self,
-        file: &'f mut Option<File>,
-        file_len: &mut u64,
-        needs_cut: &mut bool,
-        first_seq: u64,
-    ) -> std::io::Result<&'f mut File> {
-        if *needs_cut {
-            if let Some(f) = file.as_ref() {
-                f.set_len(*file_len).and_then(|_| f.sync_data())?;
-            }
-            *needs_cut = false;
-            // Start afresh after a failure (a file-size limit or a bad region stays with the file).
-            if *file_len > 0 {
-                *file = None;
+            if closed {
+                break;
             }
         }
-        if file.is_none() {
-            let (f, meta) = open_segment(&self.opts, first_seq)?;
-            info!(segment = %meta.path.display(), "WAL segment opened");
-            self.segments.lock().expect("segments lock").push(meta);
-            *file_len = 0;
-            *file = Some(f);
+        if !carry.is_empty() {
+            error!(
+                entries = carry.len(),
+                "WAL closed while acknowledged events could not be written; handing them on unlogged"
+            );
+            carry
+                .into_iter()
+                .for_each(|(e, s)| self.deliver(e, s, Ok(())));
         }
-        Ok(file.as_mut().expect("opened above"))
+        log.close();
     }
 
-    fn record_sync(&self, took: Duration, seqs: &[u64]) {
-        let records = seqs.iter().filter(|s| **s != 0).count();
+    fn record_sync(&self, took: Duration, records: usize) {
         self.stats.fsyncs.fetch_add(1, Ordering::Relaxed);
         self.stats
             .fsync_nanos
@@ -284,11 +246,10 @@ impl<T: Send + 'static> Writer<T> {
         metrics::histogram!("stowage_wal_batch_entries").record(records as f64);
     }
 
-    /// Waits for the first entry, then gathers more until the batch is full or the sync
-    /// interval since `last_sync` has passed. `None` once every sender is gone.
-    fn next_batch(&self, batch: &mut Vec<Entry<T>>, last_sync: Instant) -> Option<Entry<T>> {
-        let first = self.rx.recv().ok()?;
-        let mut bytes = first.body.len();
+    /// Adds to `batch` (which holds the first entry) until it is full or the sync interval
+    /// since `last_sync` has passed.
+    fn gather(&self, batch: &mut Vec<Entry<T>>, last_sync: Instant) {
+        let mut bytes: usize = batch.iter().map(|e| e.body.len()).sum();
         let deadline = last_sync + self.opts.sync_interval;
         while bytes < self.opts.batch_bytes {
             let next = match self.rx.try_recv() {
@@ -308,7 +269,6 @@ impl<T: Send + 'static> Writer<T> {
             bytes += next.body.len();
             batch.push(next);
         }
-        Some(first)
     }
 
     /// Answers one entry and, unless it failed, passes it on to the consumer. An entry whose

@@ -1,0 +1,124 @@
+//! The segment being written: opened lazily (named by the first sequence number it will hold),
+//! rotated at `segment_size`, and after a failed write cut back at once to its last good byte —
+//! so a batch whose clients were told "not stored" never reappears at recovery — then left for a
+//! fresh segment (a file-size limit or a bad region stays with the file). If even the cut fails,
+//! nothing more is written until a later cut succeeds.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use tracing::{error, info};
+
+use super::segment::{SegmentMeta, file_name, sync_dir};
+
+/// The open segment and what is known about it.
+pub(super) struct LogFile {
+    dir: PathBuf,
+    segment_size: u64,
+    file: Option<File>,
+    /// Bytes of whole, synced batches in `file`.
+    len: u64,
+    /// A failed batch past `len` still has to be cut off.
+    needs_cut: bool,
+    /// Every live segment (the open one last), shared with segment collection.
+    segments: Arc<Mutex<Vec<SegmentMeta>>>,
+}
+
+impl LogFile {
+    pub fn new(dir: PathBuf, segment_size: u64, segments: Arc<Mutex<Vec<SegmentMeta>>>) -> Self {
+        LogFile {
+            dir,
+            segment_size,
+            file: None,
+            len: 0,
+            needs_cut: false,
+            segments,
+        }
+    }
+
+    /// Writes and fsyncs `buf` (records `first_seq..=last_seq`). On error the partial batch is
+    /// cut off before returning (or at the next call, if the cut fails too).
+    pub fn append(&mut self, buf: &[u8], first_seq: u64, last_seq: u64) -> std::io::Result<()> {
+        if self.needs_cut {
+            self.cut()?;
+        }
+        if self.file.is_none() {
+            let (f, meta) = open_segment(&self.dir, first_seq)?;
+            info!(segment = %meta.path.display(), "WAL segment opened");
+            self.segments.lock().expect("segments lock").push(meta);
+            self.len = 0;
+            self.file = Some(f);
+        }
+        let f = self.file.as_mut().expect("opened above");
+        match f.write_all(buf).and_then(|_| f.sync_data()) {
+            Ok(()) => {
+                self.len += buf.len() as u64;
+                if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
+                    cur.last_seq = Some(cur.last_seq.map_or(last_seq, |l| l.max(last_seq)));
+                }
+                if self.len >= self.segment_size {
+                    self.file = None; // the next batch opens a new segment
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.needs_cut = true;
+                if let Err(c) = self.cut() {
+                    error!(error = %c, "cannot cut a failed WAL write off its segment; will retry before writing again");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Cuts the segment back to its last good byte; after a failure, the next batch goes to a
+    /// fresh segment unless this one is still empty.
+    fn cut(&mut self) -> std::io::Result<()> {
+        if let Some(f) = self.file.as_ref() {
+            f.set_len(self.len).and_then(|_| f.sync_data())?;
+            if self.len > 0 {
+                self.file = None;
+            }
+        }
+        self.needs_cut = false;
+        Ok(())
+    }
+
+    /// At shutdown: a last attempt at a pending cut, then a final sync.
+    pub fn close(mut self) {
+        if self.needs_cut
+            && let Err(e) = self.cut()
+        {
+            error!(error = %e, "cannot cut a failed WAL write at shutdown; recovery will replay its whole records");
+        }
+        if let Some(f) = self.file.take() {
+            let _ = f.sync_all();
+        }
+    }
+}
+
+fn open_segment(dir: &std::path::Path, first_seq: u64) -> std::io::Result<(File, SegmentMeta)> {
+    let path = dir.join(file_name(first_seq));
+    // Never append to an existing file with records: its name says where its numbering starts.
+    // An empty one is left by an open whose directory sync failed; it is taken over.
+    let file = match OpenOptions::new().create_new(true).append(true).open(&path) {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::AlreadyExists
+                && std::fs::metadata(&path)?.len() == 0 =>
+        {
+            OpenOptions::new().append(true).open(&path)?
+        }
+        r => r?,
+    };
+    sync_dir(dir)?;
+    Ok((
+        file,
+        SegmentMeta {
+            path,
+            first_seq,
+            last_seq: None,
+        },
+    ))
+}
