@@ -100,7 +100,11 @@ async fn csv_and_ndjson_import_with_event_typing() {
     );
     assert_eq!(doc["data"][0]["geo_city"], json!("Oslo"));
     assert_eq!(doc["data"][0]["user_id"], json!("1"));
-    assert_eq!(doc["data"][1]["tags"], json!("[1,2]"));
+    assert_eq!(
+        doc["data"][1]["tags"],
+        json!("[1, 2]"),
+        "arrays keep the JSON text as sent"
+    );
 
     // A second import appends, in order.
     let (status, _) = post(&t, "table=orders", "text/csv", "Order ID\n4\n".into()).await;

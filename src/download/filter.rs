@@ -138,7 +138,7 @@ fn scalar(v: &Value, ty: ColumnType, field: &str) -> Result<ArrayRef, ApiError> 
                 .as_f64()
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
                 .ok_or_else(wrong)?;
-            Arc::new(Float64Array::from(vec![f]))
+            sql_floats(&(Arc::new(Float64Array::from(vec![f])) as ArrayRef))
         }
         ColumnType::Boolean => Arc::new(BooleanArray::from(vec![v.as_bool().ok_or_else(wrong)?])),
         ColumnType::Timestamp => {
@@ -146,6 +146,32 @@ fn scalar(v: &Value, ty: ColumnType, field: &str) -> Result<ArrayRef, ApiError> 
             Arc::new(TimestampMicrosecondArray::from(vec![t]).with_timezone("UTC"))
         }
     })
+}
+
+/// Float64 values as SQL compares them: `-0.0` is `0.0`, and NaN (never equal to anything,
+/// never ordered) becomes null so every comparison with it is false. Other types unchanged.
+fn sql_floats(a: &ArrayRef) -> ArrayRef {
+    let Some(f) = a.as_any().downcast_ref::<Float64Array>() else {
+        return a.clone();
+    };
+    let needs = f.values().iter().any(|v| *v == 0.0 || v.is_nan());
+    if !needs {
+        return a.clone();
+    }
+    Arc::new(
+        f.iter()
+            .map(|v| v.filter(|x| !x.is_nan()).map(|x| x + 0.0))
+            .collect::<Float64Array>(),
+    )
+}
+
+/// NaN rows of a Float64 column (they are unequal to every value).
+fn nan_rows(a: &ArrayRef) -> Option<BooleanArray> {
+    let f = a.as_any().downcast_ref::<Float64Array>()?;
+    f.values()
+        .iter()
+        .any(|v| v.is_nan())
+        .then(|| f.iter().map(|v| Some(v.is_some_and(f64::is_nan))).collect())
 }
 
 fn compare(
@@ -174,15 +200,22 @@ impl Filter {
             Op::IsNull => is_null(col),
             Op::NotNull => is_not_null(col),
             op => {
+                let sql = sql_floats(col);
                 let mut acc: Option<BooleanArray> = None;
                 for v in &self.values {
-                    let m = compare(op, col, &Scalar::new(v.clone()))?;
+                    let m = compare(op, &sql, &Scalar::new(v.clone()))?;
                     acc = Some(match acc {
                         None => m,
                         Some(a) => or_kleene(&a, &m)?,
                     });
                 }
-                Ok(acc.expect("at least one operand"))
+                let mut m = acc.expect("at least one operand");
+                if op == Op::Ne
+                    && let Some(nan) = nan_rows(col)
+                {
+                    m = or_kleene(&m, &nan)?;
+                }
+                Ok(m)
             }
         }
     }
@@ -217,6 +250,7 @@ impl Filter {
         {
             return maybe;
         }
+        let (mins, maxes) = (&sql_floats(mins), &sql_floats(maxes));
         let test = |v: &ArrayRef| -> Result<BooleanArray, ArrowError> {
             let s = Scalar::new(v.clone());
             match self.op {

@@ -1,26 +1,48 @@
 //! A table's buffered rows in Arrow builders, one per column. New columns start with nulls for
 //! the rows before them; a value that disagrees with its column's type widens the column in place.
+//! Widening never goes through a lossy step: a float64 column that received integers keeps them
+//! as integers until it is written (as float64 when every one converts exactly, else as their
+//! text — see [`crate::warehouse::schema::TYPE_KEY`]), and a column widened to string takes each
+//! value's text by [`crate::warehouse::text`], the same conversion readers apply to older files.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Builder, StringArray, StringBuilder,
-    TimestampMicrosecondBuilder,
+    ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int64Builder, StringArray,
+    StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow::compute::cast;
 use arrow::datatypes::{Field, Schema};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::event::{Cell, Value};
-use crate::warehouse::schema::ColumnType;
+use crate::warehouse::schema::{ColumnType, TableSchema};
+use crate::warehouse::text::{float_text, int_is_exact_float, to_text};
+
+/// A value of a float64 column that has seen integers.
+#[derive(Debug, Clone, Copy)]
+enum Num {
+    I(i64),
+    F(f64),
+}
+
+impl Num {
+    fn text(self) -> String {
+        match self {
+            Num::I(i) => i.to_string(),
+            Num::F(f) => float_text(f),
+        }
+    }
+}
 
 /// One column's builder.
 enum ColumnBuilder {
     Bool(BooleanBuilder),
     Int(Int64Builder),
     Float(Float64Builder),
+    /// float64 with integers among its values, kept exact until written.
+    Mixed(Vec<Option<Num>>),
     Str(StringBuilder),
     Ts(TimestampMicrosecondBuilder),
 }
@@ -44,7 +66,7 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::Bool(_) => ColumnType::Boolean,
             ColumnBuilder::Int(_) => ColumnType::Int64,
-            ColumnBuilder::Float(_) => ColumnType::Float64,
+            ColumnBuilder::Float(_) | ColumnBuilder::Mixed(_) => ColumnType::Float64,
             ColumnBuilder::Str(_) => ColumnType::String,
             ColumnBuilder::Ts(_) => ColumnType::Timestamp,
         }
@@ -55,6 +77,7 @@ impl ColumnBuilder {
             ColumnBuilder::Bool(b) => b.append_nulls(n),
             ColumnBuilder::Int(b) => b.append_nulls(n),
             ColumnBuilder::Float(b) => b.append_nulls(n),
+            ColumnBuilder::Mixed(v) => v.extend(std::iter::repeat_n(None, n)),
             ColumnBuilder::Str(b) => b.append_nulls(n),
             ColumnBuilder::Ts(b) => b.append_nulls(n),
         }
@@ -62,12 +85,16 @@ impl ColumnBuilder {
 
     /// Appends a value whose type the column already holds (after any widening).
     fn append(&mut self, v: &Value) {
+        if let (ColumnBuilder::Float(_), Value::Int(_)) = (&*self, v) {
+            self.make_mixed();
+        }
         match (self, v) {
             (b, Value::Null) => b.append_nulls(1),
             (ColumnBuilder::Bool(b), Value::Bool(x)) => b.append_value(*x),
             (ColumnBuilder::Int(b), Value::Int(x)) => b.append_value(*x),
             (ColumnBuilder::Float(b), Value::Float(x)) => b.append_value(*x),
-            (ColumnBuilder::Float(b), Value::Int(x)) => b.append_value(*x as f64),
+            (ColumnBuilder::Mixed(m), Value::Float(x)) => m.push(Some(Num::F(*x))),
+            (ColumnBuilder::Mixed(m), Value::Int(x)) => m.push(Some(Num::I(*x))),
             (ColumnBuilder::Ts(b), Value::Ts(x)) => b.append_value(*x),
             (ColumnBuilder::Str(b), Value::Str(x)) => b.append_value(x),
             (ColumnBuilder::Str(b), other) => b.append_value(scalar_text(other)),
@@ -75,64 +102,99 @@ impl ColumnBuilder {
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
-            ColumnBuilder::Int(b) => Arc::new(b.finish()),
-            ColumnBuilder::Float(b) => Arc::new(b.finish()),
-            ColumnBuilder::Str(b) => Arc::new(b.finish()),
-            ColumnBuilder::Ts(b) => Arc::new(b.finish()),
+    /// A float64 column about to take an integer keeps every value as it came.
+    fn make_mixed(&mut self) {
+        if let ColumnBuilder::Float(b) = self {
+            let old = b.finish();
+            *self = ColumnBuilder::Mixed(old.iter().map(|v| v.map(Num::F)).collect());
         }
     }
 
-    /// Replaces the builder with one of type `to`, carrying its values over by Arrow's cast
-    /// (the same conversion readers apply to older files, so both paths agree).
+    /// The finished array, and whether it is a float64 column stored as text.
+    fn finish(&mut self) -> (ArrayRef, bool) {
+        let a: ArrayRef = match self {
+            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
+            ColumnBuilder::Int(b) => Arc::new(b.finish()),
+            ColumnBuilder::Float(b) => Arc::new(b.finish()),
+            ColumnBuilder::Mixed(m) => {
+                let values = std::mem::take(m);
+                let exact = values.iter().all(|v| match v {
+                    Some(Num::I(i)) => int_is_exact_float(*i),
+                    _ => true,
+                });
+                if !exact {
+                    let text: StringArray = values.iter().map(|v| v.map(Num::text)).collect();
+                    return (Arc::new(text), true);
+                }
+                let floats: Float64Array = values
+                    .iter()
+                    .map(|v| {
+                        v.map(|n| match n {
+                            Num::I(i) => i as f64,
+                            Num::F(f) => f,
+                        })
+                    })
+                    .collect();
+                Arc::new(floats)
+            }
+            ColumnBuilder::Str(b) => Arc::new(b.finish()),
+            ColumnBuilder::Ts(b) => Arc::new(b.finish()),
+        };
+        (a, false)
+    }
+
+    /// Replaces the builder with one of type `to` (float64 or string), carrying every value
+    /// over exactly: integers into a float64 column stay integers; text as [`to_text`] gives it.
     fn widen(&mut self, to: ColumnType) -> Result<(), ArrowError> {
-        let old = self.finish();
-        let converted = cast(&old, &to.arrow())?;
-        let mut fresh = ColumnBuilder::new(to, 0);
-        match (&mut fresh, to) {
-            (ColumnBuilder::Str(b), _) => {
-                let a = converted
+        let fresh = match (to, &mut *self) {
+            (ColumnType::Float64, ColumnBuilder::Int(b)) => {
+                ColumnBuilder::Mixed(b.finish().iter().map(|v| v.map(Num::I)).collect())
+            }
+            (ColumnType::String, ColumnBuilder::Mixed(m)) => {
+                let mut b = StringBuilder::new();
+                m.iter().for_each(|v| b.append_option(v.map(Num::text)));
+                ColumnBuilder::Str(b)
+            }
+            (ColumnType::String, other) => {
+                let (old, _) = other.finish();
+                let text = to_text(&old)?;
+                let text = text
                     .as_any()
                     .downcast_ref::<StringArray>()
-                    .expect("cast to Utf8");
-                a.iter().for_each(|v| b.append_option(v));
+                    .expect("to_text gives Utf8");
+                let mut b = StringBuilder::new();
+                text.iter().for_each(|v| b.append_option(v));
+                ColumnBuilder::Str(b)
             }
-            (ColumnBuilder::Float(b), _) => {
-                let a = converted
-                    .as_any()
-                    .downcast_ref::<arrow::array::Float64Array>()
-                    .expect("cast to Float64");
-                a.iter().for_each(|v| b.append_option(v));
-            }
-            _ => unreachable!("widening only produces float64 or string"),
-        }
+            (to, b) => unreachable!("widening {:?} to {to:?}", b.ty()),
+        };
         *self = fresh;
         Ok(())
     }
 }
 
-/// Text of a non-string scalar placed in a string column, matching Arrow's cast to Utf8.
+/// Text of a non-string scalar placed in a string column (as [`to_text`] writes it).
 fn scalar_text(v: &Value) -> String {
-    let arr: ArrayRef = match v {
-        Value::Bool(x) => Arc::new(arrow::array::BooleanArray::from(vec![*x])),
-        Value::Int(x) => return x.to_string(),
-        Value::Float(x) => Arc::new(arrow::array::Float64Array::from(vec![*x])),
+    match v {
+        Value::Bool(x) => x.to_string(),
+        Value::Int(x) => x.to_string(),
+        Value::Float(x) => float_text(*x),
+        Value::Str(s) => s.clone(),
+        Value::Null => String::new(),
         Value::Ts(x) => {
-            Arc::new(arrow::array::TimestampMicrosecondArray::from(vec![*x]).with_timezone("UTC"))
+            let a: ArrayRef = Arc::new(
+                arrow::array::TimestampMicrosecondArray::from(vec![*x]).with_timezone("UTC"),
+            );
+            to_text(&a)
+                .ok()
+                .and_then(|t| {
+                    t.as_any()
+                        .downcast_ref::<StringArray>()
+                        .map(|s| s.value(0).to_string())
+                })
+                .unwrap_or_default()
         }
-        Value::Str(s) => return s.clone(),
-        Value::Null => return String::new(),
-    };
-    cast(&arr, &arrow::datatypes::DataType::Utf8)
-        .ok()
-        .and_then(|a| {
-            a.as_any()
-                .downcast_ref::<StringArray>()
-                .map(|s| s.value(0).to_string())
-        })
-        .unwrap_or_default()
+    }
 }
 
 /// The buffered rows of one table.
@@ -207,13 +269,18 @@ impl TableBuffer {
 
     /// Takes everything buffered as one batch and leaves the buffer empty.
     pub fn take_batch(&mut self) -> RecordBatch {
-        let fields: Vec<Field> = self
-            .names
-            .iter()
-            .zip(&self.columns)
-            .map(|(n, c)| Field::new(n, c.ty().arrow(), true))
-            .collect();
-        let arrays: Vec<ArrayRef> = self.columns.iter_mut().map(ColumnBuilder::finish).collect();
+        let mut fields: Vec<Field> = Vec::with_capacity(self.columns.len());
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
+        for (n, c) in self.names.iter().zip(&mut self.columns) {
+            let ty = c.ty();
+            let (a, as_text) = c.finish();
+            fields.push(if as_text {
+                TableSchema::float_as_text(n)
+            } else {
+                Field::new(n, ty.arrow(), true)
+            });
+            arrays.push(a);
+        }
         debug_assert!(arrays.iter().all(|a| a.len() == self.rows));
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
             .expect("every column has one value per row");
@@ -225,7 +292,7 @@ impl TableBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{AsArray, Float64Array};
+    use arrow::array::AsArray;
 
     fn cell(n: &str, v: Value) -> Cell {
         (n.to_string(), v)
@@ -260,20 +327,39 @@ mod tests {
     }
 
     #[test]
-    fn buffer_text_matches_read_side_cast() {
-        for v in [
-            Value::Float(1.0),
-            Value::Float(0.1),
-            Value::Float(1e21),
-            Value::Bool(false),
-        ] {
-            let arr: ArrayRef = match &v {
-                Value::Float(x) => Arc::new(Float64Array::from(vec![*x])),
-                Value::Bool(x) => Arc::new(arrow::array::BooleanArray::from(vec![*x])),
-                _ => unreachable!(),
-            };
-            let cast = cast(&arr, &arrow::datatypes::DataType::Utf8).unwrap();
-            assert_eq!(scalar_text(&v), cast.as_string::<i32>().value(0));
+    fn widening_to_string_keeps_exact_digits_whatever_the_order() {
+        let big = 9223372036854775806;
+        let mut b = TableBuffer::default();
+        for v in [Value::Int(big), Value::Float(1.5), Value::Str("x".into())] {
+            b.append(&[cell("n", v)]).unwrap();
         }
+        let batch = b.take_batch();
+        let n = batch.column(0).as_string::<i32>();
+        assert_eq!(
+            n.iter().collect::<Vec<_>>(),
+            [Some("9223372036854775806"), Some("1.5"), Some("x")]
+        );
+
+        // int + float alone: stored as text, read as float64, so a later string keeps the digits.
+        b.append(&[cell("n", Value::Int(big))]).unwrap();
+        b.append(&[cell("n", Value::Float(1.5))]).unwrap();
+        let batch = b.take_batch();
+        let schema = TableSchema::from_arrow(&batch.schema());
+        assert_eq!(schema.columns[0].ty, ColumnType::Float64);
+        assert_eq!(
+            batch.column(0).as_string::<i32>().value(0),
+            "9223372036854775806"
+        );
+
+        // Exact integers stay float64.
+        b.append(&[cell("n", Value::Float(0.5))]).unwrap();
+        b.append(&[cell("n", Value::Int(5))]).unwrap();
+        let batch = b.take_batch();
+        let f = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
+        assert_eq!(f.values().to_vec(), [0.5, 5.0]);
     }
 }

@@ -1,19 +1,16 @@
 //! One event body → validated warehouse rows (SPEC §2.1, §4.1–4.2): field rules, Segment common
 //! fields, flattening, naming and value typing. Pure and CPU-only; runs on the request's task.
 
-use std::collections::HashSet;
-
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
+use super::flatten::{self, Names, RawObject, UNMAPPED};
 use crate::error::ApiError;
-use crate::warehouse::naming::{self, MAX_NAME_LEN};
+use crate::warehouse::naming;
 use crate::warehouse::schema::ColumnType;
 
 /// Longest accepted event name, in characters.
 pub const MAX_EVENT_NAME: usize = 255;
-/// Objects nest into `a_b_c` columns up to this many keys deep; deeper ones become JSON text.
-pub const MAX_FLATTEN_DEPTH: usize = 3;
 
 /// A typed cell.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +57,10 @@ pub struct EventRows {
     pub table: String,
     /// Standard columns: the whole `tracks` row, and the start of the event table's row.
     pub standard: Vec<Cell>,
-    /// Property columns of the event table.
+    /// Cells of the `tracks` row only (its `_unmapped`, when context keys collided).
+    pub tracks_only: Vec<Cell>,
+    /// Property columns of the event table (with an `_unmapped` holding the collision losers of
+    /// context and properties both).
     pub properties: Vec<Cell>,
 }
 
@@ -76,7 +76,18 @@ impl EventRows {
                 }
         };
         (self.standard.iter().map(cell).sum::<usize>() * 2
+            + self.tracks_only.iter().map(cell).sum::<usize>()
             + self.properties.iter().map(cell).sum::<usize>()) as u64
+    }
+
+    /// Cells of the `tracks` row.
+    pub fn tracks_row(&self) -> impl Iterator<Item = &Cell> {
+        self.standard.iter().chain(&self.tracks_only)
+    }
+
+    /// Cells of the event table's row.
+    pub fn event_row(&self) -> impl Iterator<Item = &Cell> {
+        self.standard.iter().chain(&self.properties)
     }
 }
 
@@ -107,27 +118,31 @@ fn parse_with(
     max_columns: usize,
     id: Option<&str>,
 ) -> Result<EventRows, ApiError> {
-    let json: Json = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+    let obj: RawObject = serde_json::from_slice(body).map_err(|e| {
+        if e.is_data() {
+            ApiError::bad_request("invalid_body", "body must be a JSON object")
+        } else {
+            ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+        }
     })?;
-    let Json::Object(obj) = json else {
-        return Err(ApiError::bad_request(
-            "invalid_body",
-            "body must be a JSON object",
-        ));
-    };
     from_object(&obj, received_at, max_columns, id)
+}
+
+/// A top-level field as a JSON value (`None` when absent).
+fn get(obj: &RawObject, field: &str) -> Option<Json> {
+    obj.get(field)
+        .map(|raw| serde_json::from_str(raw.get()).unwrap_or(Json::Null))
 }
 
 /// Validates one event object (also the unit of future batch endpoints). `id_override` fixes
 /// the event id (replay); otherwise it is `messageId` or a new UUIDv7.
 pub fn from_object(
-    obj: &Map<String, Json>,
+    obj: &RawObject,
     received_at: DateTime<Utc>,
     max_columns: usize,
     id_override: Option<&str>,
 ) -> Result<EventRows, ApiError> {
-    match obj.get("version") {
+    match get(obj, "version") {
         None | Some(Json::Null) => {}
         Some(v) if v.as_i64() == Some(1) => {}
         Some(v) => {
@@ -138,7 +153,7 @@ pub fn from_object(
             ));
         }
     }
-    match obj.get("type") {
+    match get(obj, "type") {
         None | Some(Json::Null) => {}
         Some(Json::String(t)) if t == "event" || t == "track" => {}
         Some(v) => {
@@ -149,7 +164,7 @@ pub fn from_object(
             ));
         }
     }
-    let event_text = match obj.get("event") {
+    let event_text = match get(obj, "event") {
         None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
         Some(Json::String(s)) => s,
         Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
@@ -164,22 +179,22 @@ pub fn from_object(
             format!("event must be at most {MAX_EVENT_NAME} characters"),
         ));
     }
-    let table = naming::event_table(event_text).ok_or_else(|| {
+    let table = naming::event_table(&event_text).ok_or_else(|| {
         bad(
             "invalid_event",
             "event",
             "event must contain at least one letter or digit to name a table",
         )
     })?;
-    let timestamp = match obj.get("timestamp") {
+    let timestamp = match get(obj, "timestamp") {
         None | Some(Json::Null) => received_at.timestamp_micros(),
-        Some(v) => parse_time(v).ok_or_else(|| {
+        Some(v) => parse_time(&v).ok_or_else(|| {
             bad("invalid_timestamp", "timestamp", "timestamp must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z")
         })?,
     };
-    let sent_at = match obj.get("sentAt") {
+    let sent_at = match get(obj, "sentAt") {
         None | Some(Json::Null) => None,
-        Some(v) => Some(parse_time(v).ok_or_else(|| {
+        Some(v) => Some(parse_time(&v).ok_or_else(|| {
             bad(
                 "invalid_timestamp",
                 "sentAt",
@@ -213,72 +228,74 @@ pub fn from_object(
             standard.push((column.into(), Value::Str(v)));
         }
     }
-    let mut seen: HashSet<String> = standard.iter().map(|(n, _)| n.clone()).collect();
-    match obj.get("context") {
-        None | Some(Json::Null) => {}
-        Some(Json::Object(ctx)) => flatten(
-            "context",
-            ctx,
-            1,
-            "context",
-            &mut standard,
-            &mut seen,
-            false,
-        )?,
-        Some(_) => {
-            return Err(bad(
-                "invalid_context",
-                "context",
-                "context must be an object",
-            ));
+    let object = |field: &str, code: &'static str| -> Result<Option<RawObject>, ApiError> {
+        match obj.get(field).map(|r| r.get()) {
+            None | Some("null") => Ok(None),
+            Some(t) if t.starts_with('{') => serde_json::from_str(t)
+                .map(Some)
+                .map_err(|e| bad("invalid_json", field, e.to_string())),
+            Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
         }
+    };
+    let mut losers = Vec::new();
+    if let Some(ctx) = object("context", "invalid_context")? {
+        let (cells, lost) = flatten::flatten(&ctx, "context", "context", "context", Names::Plain)?;
+        standard.extend(cells);
+        losers.extend(lost);
+    }
+    let mut tracks_only = Vec::new();
+    if !losers.is_empty() {
+        tracks_only.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
     }
     let mut properties = Vec::new();
-    match obj.get("properties") {
-        None | Some(Json::Null) => {}
-        Some(Json::Object(props)) => {
-            flatten("", props, 1, "properties", &mut properties, &mut seen, true)?
-        }
-        Some(_) => {
-            return Err(bad(
-                "invalid_properties",
-                "properties",
-                "properties must be an object",
-            ));
-        }
+    if let Some(props) = object("properties", "invalid_properties")? {
+        let (cells, lost) = flatten::flatten(&props, "", "", "properties", Names::Property)?;
+        properties = cells;
+        losers.extend(lost);
     }
-    if standard.len() + properties.len() > max_columns {
-        return Err(bad(
-            "too_many_columns",
-            "properties",
-            format!(
-                "this event needs {} columns; a table may have at most {max_columns}",
-                standard.len() + properties.len()
-            ),
-        ));
+    if !losers.is_empty() {
+        properties.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
     }
-    Ok(EventRows {
+    // Null-only cells create no column, so they do not count.
+    let columns =
+        |cells: &mut dyn Iterator<Item = &Cell>| cells.filter(|(_, v)| *v != Value::Null).count();
+    let rows = EventRows {
         id,
         client_id,
         table,
         standard,
+        tracks_only,
         properties,
-    })
+    };
+    for (table, n) in [
+        ("tracks", columns(&mut rows.tracks_row())),
+        (rows.table.as_str(), columns(&mut rows.event_row())),
+    ] {
+        if n > max_columns {
+            return Err(bad(
+                "too_many_columns",
+                "properties",
+                format!(
+                    "this event needs {n} columns in {table}; a table may have at most {max_columns}"
+                ),
+            ));
+        }
+    }
+    Ok(rows)
 }
-
 /// Longest accepted `messageId`, `userId` or `anonymousId`, in bytes.
 pub const MAX_ID_BYTES: usize = 1024;
 
 /// A string field, or a number given where Segment allows one (`userId: 42`).
-fn text_field(obj: &Map<String, Json>, field: &str) -> Result<Option<String>, ApiError> {
-    match obj.get(field) {
+fn text_field(obj: &RawObject, field: &str) -> Result<Option<String>, ApiError> {
+    match get(obj, field) {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(
             "invalid_field",
             field,
             format!("{field} must be at most {MAX_ID_BYTES} bytes"),
         )),
-        Some(Json::String(s)) => Ok(Some(s.clone())),
+        Some(Json::String(s)) => Ok(Some(s)),
         Some(Json::Number(n)) => Ok(Some(n.to_string())),
         Some(_) => Err(bad(
             "invalid_field",
@@ -298,68 +315,21 @@ pub fn parse_time(v: &Json) -> Option<i64> {
 }
 
 /// One free-form JSON object as cells (imports): flattened and typed like event properties,
-/// without the reserved-name prefixing (imported tables have no standard columns).
-pub fn object_cells(obj: &Map<String, Json>, path: &str) -> Result<Vec<Cell>, ApiError> {
-    let mut out = Vec::new();
-    flatten("", obj, 1, path, &mut out, &mut HashSet::new(), false)?;
-    Ok(out)
-}
-
-/// Flattens `obj` into `out` as `prefix_key…` columns, first name wins on collisions.
-fn flatten(
-    prefix: &str,
-    obj: &Map<String, Json>,
-    depth: usize,
-    path: &str,
-    out: &mut Vec<Cell>,
-    seen: &mut HashSet<String>,
-    is_property: bool,
-) -> Result<(), ApiError> {
-    for (key, value) in obj {
-        let field = format!("{path}.{key}");
-        let part = naming::normalize(key);
-        if part.is_empty() {
-            return Err(bad(
-                "invalid_property_name",
-                &field,
-                format!("{key:?} has no letter or digit to make a column name from"),
-            ));
-        }
-        let mut name = if prefix.is_empty() {
-            part
+/// without the reserved-name prefixing (imported tables have no standard columns); collision
+/// losers go to `_unmapped`.
+pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, ApiError> {
+    let obj: RawObject = serde_json::from_str(line).map_err(|e| {
+        if e.is_data() {
+            ApiError::bad_request("invalid_body", "not a JSON object")
         } else {
-            format!("{prefix}_{part}")
-        };
-        name.truncate(MAX_NAME_LEN);
-        if let Json::Object(inner) = value
-            && depth < MAX_FLATTEN_DEPTH
-        {
-            flatten(&name, inner, depth + 1, &field, out, seen, is_property)?;
-            continue;
+            ApiError::bad_request("invalid_json", format!("not valid JSON: {e}"))
         }
-        let column = if is_property {
-            naming::property_column(&name)
-        } else {
-            name
-        };
-        if seen.insert(column.clone()) {
-            out.push((column, typed(value)));
-        }
+    })?;
+    let (mut cells, losers) = flatten::flatten(&obj, "", "", path, Names::Plain)?;
+    if !losers.is_empty() {
+        cells.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
     }
-    Ok(())
-}
-
-fn typed(v: &Json) -> Value {
-    match v {
-        Json::Null => Value::Null,
-        Json::Bool(b) => Value::Bool(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Int(i),
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::Str(s.clone()),
-        Json::Array(_) | Json::Object(_) => Value::Str(v.to_string()),
-    }
+    Ok(cells)
 }
 
 #[cfg(test)]

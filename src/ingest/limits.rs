@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 
-use super::event::EventRows;
+use super::event::{Cell, EventRows, Value};
 use super::team::AppendError;
 use crate::catalog::{Catalog, CatalogError, TeamId};
 use crate::config::LimitsConfig;
@@ -64,33 +64,38 @@ impl Limits {
             if tables.len() + new_tables > self.cfg.tables_per_team {
                 return Err(AppendError::TooManyTables(self.cfg.tables_per_team));
             }
-            let known = tables.get(&ev.table);
-            let cells = ev.standard.iter().chain(&ev.properties);
-            let new_cols = cells
-                .filter(|(c, _)| !known.is_some_and(|k| k.contains(c)))
-                .count();
-            if known.map_or(0, HashSet::len) + new_cols > self.cfg.columns_per_table {
-                return Err(AppendError::TooManyColumns {
-                    table: ev.table.clone(),
-                    limit: self.cfg.columns_per_table,
-                });
+            // Every table the event writes; only non-null cells can create a column.
+            for (table, cells) in [
+                (
+                    "tracks",
+                    &mut ev.tracks_row() as &mut dyn Iterator<Item = &Cell>,
+                ),
+                (ev.table.as_str(), &mut ev.event_row()),
+            ] {
+                let known = tables.get(table);
+                let new_cols = cells
+                    .filter(|(c, v)| *v != Value::Null && !known.is_some_and(|k| k.contains(c)))
+                    .count();
+                if known.map_or(0, HashSet::len) + new_cols > self.cfg.columns_per_table {
+                    return Err(AppendError::TooManyColumns {
+                        table: table.to_string(),
+                        limit: self.cfg.columns_per_table,
+                    });
+                }
             }
         }
-        let columns =
-            |cells: &mut dyn Iterator<Item = &(String, super::event::Value)>| -> Vec<String> {
-                cells
-                    .filter(|(_, v)| v.column_type().is_some())
-                    .map(|(c, _)| c.clone())
-                    .collect()
-            };
-        let std_cols = columns(&mut ev.standard.iter());
+        let columns = |cells: &mut dyn Iterator<Item = &Cell>| -> Vec<String> {
+            cells
+                .filter(|(_, v)| v.column_type().is_some())
+                .map(|(c, _)| c.clone())
+                .collect()
+        };
         tables
             .entry("tracks".into())
             .or_default()
-            .extend(std_cols.iter().cloned());
+            .extend(columns(&mut ev.tracks_row()));
         let entry = tables.entry(ev.table.clone()).or_default();
-        entry.extend(std_cols);
-        entry.extend(columns(&mut ev.properties.iter()));
+        entry.extend(columns(&mut ev.event_row()));
         Ok(())
     }
 }

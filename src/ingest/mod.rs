@@ -9,6 +9,7 @@ pub mod buffer;
 pub mod dedup;
 pub mod dispatch;
 pub mod event;
+pub mod flatten;
 pub mod flush;
 pub mod limits;
 pub mod progress;

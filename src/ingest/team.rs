@@ -282,12 +282,12 @@ impl TeamState {
             .tables
             .entry("tracks".into())
             .or_default()
-            .append(&ev.standard)
+            .append(ev.tracks_row())
             .and_then(|_| {
                 self.tables
                     .entry(ev.table.clone())
                     .or_default()
-                    .append(ev.standard.iter().chain(&ev.properties))
+                    .append(ev.event_row())
             });
         if let Err(e) = result {
             // The record stays in the WAL; it is rebuilt if this actor restarts.

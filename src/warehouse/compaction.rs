@@ -5,11 +5,12 @@
 //! started on the old snapshot still finds every file it needs. Single node: in scale-out only
 //! one node may run it per partition (a lease, not built yet).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::AsArray;
-use arrow::datatypes::TimestampMicrosecondType;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
@@ -19,7 +20,7 @@ use tracing::{info, warn};
 
 use super::layout::DataFilePath;
 use super::reader::align;
-use super::schema::TableSchema;
+use super::schema::{ColumnType, TableSchema};
 use super::writer;
 use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile, TeamId};
 use crate::config::{CompactionConfig, ParquetConfig};
@@ -205,14 +206,66 @@ impl Compactor {
 
 type Merged = (Bytes, TableSchema, u64, Option<i64>, Option<i64>);
 
+/// Columns of one input that must stay text if their table column is float64: those stored as
+/// text already, and integer columns with values float64 cannot represent exactly (judged from
+/// the row groups' statistics; no statistics counts as inexact).
+fn ints_or_text<T>(builder: &parquet::arrow::arrow_reader::ArrowReaderBuilder<T>) -> Vec<String> {
+    use parquet::file::statistics::Statistics;
+    let meta = builder.metadata();
+    let mut out = Vec::new();
+    for field in builder.schema().fields() {
+        match field.data_type() {
+            DataType::Utf8 => out.push(field.name().clone()),
+            DataType::Int64 => {
+                let idx = builder
+                    .parquet_schema()
+                    .columns()
+                    .iter()
+                    .position(|c| c.name() == field.name().as_str());
+                let exact = idx.is_some_and(|i| {
+                    meta.row_groups()
+                        .iter()
+                        .all(|rg| match rg.column(i).statistics() {
+                            Some(Statistics::Int64(s)) => [s.min_opt(), s.max_opt()]
+                                .iter()
+                                // Every integer within ±2^53 converts exactly.
+                                .all(|v| v.is_none_or(|v| v.unsigned_abs() <= 1 << 53)),
+                            _ => false,
+                        })
+                });
+                if !exact {
+                    out.push(field.name().clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Decodes the inputs in order and writes them as one Parquet file with their merged schema.
 fn merge_bytes(inputs: &[Bytes], parquet: &ParquetConfig) -> Result<Merged, BoxError> {
     let mut schema = TableSchema::default();
+    let mut as_text: HashSet<String> = HashSet::new();
     for b in inputs {
         let builder = ParquetRecordBatchReaderBuilder::try_new(b.clone())?;
         schema.merge(&TableSchema::from_arrow(builder.schema()));
+        as_text.extend(ints_or_text(&builder));
     }
-    let arrow_schema = schema.to_arrow();
+    // A float64 column keeps integers float64 cannot hold exactly as text, like a flush does.
+    let arrow_schema: SchemaRef = Arc::new(Schema::new(
+        schema
+            .columns
+            .iter()
+            .map(|c| {
+                if c.ty == ColumnType::Float64 && as_text.contains(&c.name) {
+                    TableSchema::float_as_text(&c.name)
+                } else {
+                    Field::new(&c.name, c.ty.arrow(), true)
+                }
+            })
+            .collect::<Vec<_>>(),
+    ));
     let mut out = Vec::new();
     let mut w = ArrowWriter::try_new(
         &mut out,

@@ -234,17 +234,12 @@ fn ndjson_rows(
             if line.trim().is_empty() {
                 return None;
             }
-            Some(match serde_json::from_str::<serde_json::Value>(&line) {
-                Ok(serde_json::Value::Object(obj)) => {
-                    object_cells(&obj, &format!("line {line_no}"))
-                        .map_err(|e| ImportError::Input(format!("line {line_no}: {}", e.message)))
-                }
-                Ok(_) => Err(ImportError::Input(format!(
+            Some(match object_cells(&line, &format!("line {line_no}")) {
+                Ok(cells) => Ok(cells),
+                Err(e) if e.code == "invalid_body" => Err(ImportError::Input(format!(
                     "line {line_no}: each line must be a JSON object"
                 ))),
-                Err(e) => Err(ImportError::Input(format!(
-                    "line {line_no}: not valid JSON: {e}"
-                ))),
+                Err(e) => Err(ImportError::Input(format!("line {line_no}: {}", e.message))),
             })
         })
 }

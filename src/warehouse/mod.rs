@@ -1,5 +1,5 @@
 //! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
-//! files live ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`]), and
+//! files live ([`layout`]), how Parquet is written ([`writer`]), values as text when a column widens to string ([`text`]) and read back ([`reader`]), and
 //! how small files are merged ([`compaction`]) and objects no commit names are collected ([`gc`]).
 
 pub mod compaction;
@@ -10,4 +10,5 @@ pub mod naming;
 pub mod object_reader;
 pub mod reader;
 pub mod schema;
+pub mod text;
 pub mod writer;

@@ -70,9 +70,8 @@ pub fn event_table(event: &str) -> Option<String> {
 /// `context_` namespace) get a `property_` prefix.
 pub fn property_column(normalized: &str) -> String {
     if STANDARD_COLUMNS.contains(&normalized) || normalized.starts_with("context_") {
-        let mut s = format!("property_{normalized}");
-        s.truncate(MAX_NAME_LEN);
-        s
+        // Normalising again only cuts at the limit without leaving a trailing `_`.
+        normalize(&format!("property_{normalized}"))
     } else {
         normalized.to_string()
     }
@@ -102,5 +101,8 @@ mod tests {
         assert_eq!(property_column("timestamp"), "property_timestamp");
         assert_eq!(property_column("context_ip"), "property_context_ip");
         assert_eq!(property_column("revenue"), "revenue");
+        let long = format!("context_{}_b", "a".repeat(110));
+        assert!(!property_column(&long).ends_with('_'));
+        assert!(property_column(&long).len() <= MAX_NAME_LEN);
     }
 }

@@ -306,6 +306,10 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
         .iter()
         .map(|f| match batch.column_by_name(f.name()) {
             Some(col) if col.data_type() == f.data_type() => Ok(col.clone()),
+            // Widened to string: each value's text exactly as a buffer would have written it.
+            Some(col) if f.data_type() == &arrow::datatypes::DataType::Utf8 => {
+                super::text::to_text(col)
+            }
             Some(col) => cast(col, f.data_type()),
             None => Ok(new_null_array(f.data_type(), rows)),
         })

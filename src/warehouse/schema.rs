@@ -5,6 +5,11 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+/// Field metadata key naming a column's warehouse type when its stored Arrow type differs: a
+/// float64 column holding integers that float64 cannot represent exactly is stored as their text
+/// (so widening it to string later keeps every digit), and read back as float64.
+pub const TYPE_KEY: &str = "stowage:type";
+
 /// The five warehouse column types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColumnType {
@@ -131,13 +136,25 @@ impl TableSchema {
                 .fields()
                 .iter()
                 .filter_map(|f| {
-                    ColumnType::from_arrow(f.data_type()).map(|ty| Column {
-                        name: f.name().clone(),
-                        ty,
-                    })
+                    f.metadata()
+                        .get(TYPE_KEY)
+                        .and_then(|t| ColumnType::parse(t))
+                        .or_else(|| ColumnType::from_arrow(f.data_type()))
+                        .map(|ty| Column {
+                            name: f.name().clone(),
+                            ty,
+                        })
                 })
                 .collect(),
         }
+    }
+
+    /// A float64 column stored as text (see [`TYPE_KEY`]).
+    pub fn float_as_text(name: &str) -> Field {
+        Field::new(name, DataType::Utf8, true).with_metadata(std::collections::HashMap::from([(
+            TYPE_KEY.to_string(),
+            ColumnType::Float64.as_str().to_string(),
+        )]))
     }
 
     /// The Arrow schema (every column nullable).

@@ -1,0 +1,231 @@
+//! Objects → named, typed cells (SPEC §4.2), from the JSON text as sent. Nested objects flatten
+//! up to [`MAX_FLATTEN_DEPTH`] keys deep; the joined key path is normalised as a whole (so
+//! `{"x":{"1st":1}}` → `x_1st`). Values keep what was sent: numbers are parsed exactly (an
+//! integer in i64 stays an integer), arrays and too-deep objects are stored as their JSON text
+//! unchanged. When several keys land on one column, a null never wins: the first non-null key in
+//! byte order takes it, and every other value is kept in the row's [`UNMAPPED`] column as a JSON
+//! object `{"<original key path>": value, …}` — no value is dropped.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::value::RawValue;
+
+use super::event::{Cell, Value};
+use crate::error::ApiError;
+use crate::warehouse::naming;
+
+/// Objects nest into `a_b_c` columns up to this many keys deep; deeper ones become JSON text.
+pub const MAX_FLATTEN_DEPTH: usize = 3;
+/// The column holding values that lost a name collision.
+pub const UNMAPPED: &str = "_unmapped";
+
+/// A JSON object with its values as sent (keys in byte order).
+pub type RawObject<'a> = BTreeMap<String, &'a RawValue>;
+
+/// How flattened names are finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// Event properties: names of standard columns (and the `context_` space) get `property_`.
+    Property,
+    /// As they are (context columns, imports).
+    Plain,
+}
+
+/// Collision losers: (original key path, JSON text as sent).
+pub type Losers<'a> = Vec<(String, &'a str)>;
+
+/// One value on its way to a column.
+struct Candidate<'a> {
+    column: String,
+    path: String,
+    value: Value,
+    raw: &'a str,
+}
+
+/// The cells of `obj` (column order: first appearance) and the losers of collisions, as
+/// `(original key path, JSON text)`. `raw_prefix` is joined before every key (`context`);
+/// `path_prefix` before every loser's key path; `field` names the object in error messages.
+pub fn flatten<'a>(
+    obj: &RawObject<'a>,
+    raw_prefix: &str,
+    path_prefix: &str,
+    field: &str,
+    names: Names,
+) -> Result<(Vec<Cell>, Losers<'a>), ApiError> {
+    let mut found = Vec::new();
+    collect(obj, raw_prefix, path_prefix, 1, field, names, &mut found)?;
+    let mut slots: HashMap<String, usize> = HashMap::new();
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut winners: Vec<usize> = Vec::new(); // index into `found` per cell
+    let mut losers = Vec::new();
+    for (i, c) in found.iter().enumerate() {
+        match slots.get(&c.column) {
+            None => {
+                slots.insert(c.column.clone(), cells.len());
+                cells.push((c.column.clone(), c.value.clone()));
+                winners.push(i);
+            }
+            Some(&slot) => {
+                if cells[slot].1 == Value::Null && c.value != Value::Null {
+                    // A null never wins: the earlier null becomes the loser.
+                    let prev = &found[winners[slot]];
+                    losers.push((winners[slot], prev.path.clone(), prev.raw));
+                    cells[slot].1 = c.value.clone();
+                    winners[slot] = i;
+                } else {
+                    losers.push((i, c.path.clone(), c.raw));
+                }
+            }
+        }
+    }
+    losers.sort_by_key(|(i, _, _)| *i);
+    Ok((cells, losers.into_iter().map(|(_, p, r)| (p, r)).collect()))
+}
+
+fn collect<'a>(
+    obj: &RawObject<'a>,
+    raw_prefix: &str,
+    path_prefix: &str,
+    depth: usize,
+    field: &str,
+    names: Names,
+    out: &mut Vec<Candidate<'a>>,
+) -> Result<(), ApiError> {
+    for (key, raw) in obj {
+        let field = format!("{field}.{key}");
+        if naming::normalize(key).is_empty() {
+            return Err(ApiError::bad_request(
+                "invalid_property_name",
+                format!("{key:?} has no letter or digit to make a column name from"),
+            )
+            .field(&field));
+        }
+        let joined = if raw_prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{raw_prefix}_{key}")
+        };
+        let path = if path_prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{path_prefix}.{key}")
+        };
+        let text = raw.get();
+        if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
+            let inner: RawObject<'a> = serde_json::from_str(text).map_err(|e| {
+                ApiError::bad_request("invalid_json", format!("{field}: {e}")).field(&field)
+            })?;
+            collect(&inner, &joined, &path, depth + 1, &field, names, out)?;
+            continue;
+        }
+        let name = naming::normalize(&joined);
+        let column = match names {
+            Names::Property => naming::property_column(&name),
+            Names::Plain => name,
+        };
+        out.push(Candidate {
+            column,
+            path,
+            value: typed(text)?,
+            raw: text,
+        });
+    }
+    Ok(())
+}
+
+/// The typed value of one JSON value's text.
+pub fn typed(text: &str) -> Result<Value, ApiError> {
+    let bad = |e: serde_json::Error| ApiError::bad_request("invalid_json", e.to_string());
+    Ok(match text.as_bytes().first() {
+        Some(b'"') => Value::Str(serde_json::from_str(text).map_err(bad)?),
+        Some(b't') => Value::Bool(true),
+        Some(b'f') => Value::Bool(false),
+        Some(b'n') => Value::Null,
+        Some(b'[' | b'{') => Value::Str(text.to_string()),
+        _ => {
+            let n: serde_json::Number = serde_json::from_str(text).map_err(bad)?;
+            match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            }
+        }
+    })
+}
+
+/// The `_unmapped` JSON text of collision losers.
+pub fn unmapped_text(losers: &[(String, &str)]) -> String {
+    let mut out = String::from("{");
+    for (i, (path, raw)) in losers.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&serde_json::Value::String(path.clone()).to_string());
+        out.push(':');
+        out.push_str(raw);
+    }
+    out.push('}');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(json: &str) -> (Vec<Cell>, String) {
+        let obj: RawObject = serde_json::from_str(json).unwrap();
+        let (cells, losers) = flatten(&obj, "", "", "properties", Names::Property).unwrap();
+        (cells, unmapped_text(&losers))
+    }
+
+    #[test]
+    fn names_are_normalised_after_joining() {
+        let (c, _) = cells(r#"{"x":{"1st":1},"aB":{"cD":{"eF":2}}}"#);
+        let names: Vec<_> = c.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["a_b_c_d_e_f", "x_1st"]);
+        let long = format!(r#"{{"{}":{{"b":1}}}}"#, "a".repeat(127));
+        let (c, _) = cells(&long);
+        assert_eq!(c[0].0, "a".repeat(127), "a cut never leaves a trailing _");
+    }
+
+    #[test]
+    fn collisions_keep_every_value() {
+        let (c, u) = cells(r#"{"Q":null,"q":5}"#);
+        assert_eq!(c, vec![("q".to_string(), Value::Int(5))]);
+        assert_eq!(u, r#"{"Q":null}"#);
+        let (c, u) = cells(r#"{"timestamp":1,"property_timestamp":2}"#);
+        assert_eq!(c, vec![("property_timestamp".to_string(), Value::Int(2))]);
+        assert_eq!(u, r#"{"timestamp":1}"#);
+        let (c, u) = cells(r#"{"a":{"b":[1, {"z":1,"a":2}]},"a_b":99999999999999999999}"#);
+        assert_eq!(
+            c,
+            vec![(
+                "a_b".to_string(),
+                Value::Str(r#"[1, {"z":1,"a":2}]"#.into())
+            )]
+        );
+        assert_eq!(u, r#"{"a_b":99999999999999999999}"#);
+    }
+
+    #[test]
+    fn values_are_exact() {
+        assert_eq!(
+            typed("91343.24026397243").unwrap(),
+            Value::Float(91343.24026397243)
+        );
+        assert_eq!(typed("9223372036854775807").unwrap(), Value::Int(i64::MAX));
+        assert_eq!(
+            typed("9223372036854775808").unwrap(),
+            Value::Float(9223372036854775808.0)
+        );
+        assert_eq!(typed("-0.0").unwrap(), Value::Float(-0.0));
+        assert_eq!(typed(r#""a\"b""#).unwrap(), Value::Str("a\"b".into()));
+        let (c, _) = cells(r#"{"deep":{"b":{"c":{"d":1, "e":[ 1e2 ]}}}}"#);
+        assert_eq!(
+            c[0],
+            (
+                "deep_b_c".to_string(),
+                Value::Str(r#"{"d":1, "e":[ 1e2 ]}"#.into())
+            )
+        );
+    }
+}
