@@ -217,3 +217,101 @@ async fn collisions_keep_every_value_and_arrays_keep_their_text() {
     );
     assert_eq!(rows[2]["_unmapped"], Value::Null);
 }
+
+#[tokio::test]
+async fn unrepresentable_numbers_are_refused_and_numeric_ids_kept_as_sent() {
+    let t = TestServer::start(|_| {}).await;
+    for (body, code) in [
+        (r#"{"event":"e","userId":1e400}"#, "invalid_field"),
+        (r#"{"event":"e","messageId":1e400}"#, "invalid_field"),
+        (r#"{"event":"e","timestamp":1e400}"#, "invalid_timestamp"),
+        (r#"{"event":"e","properties":{"v":1e400}}"#, "invalid_json"),
+    ] {
+        let (s, resp) = t.send_raw(body).await;
+        assert_eq!(
+            (s, resp["error"]["code"].as_str()),
+            (400, Some(code)),
+            "{body}: {resp}"
+        );
+    }
+    send_all(
+        &t,
+        &[
+            r#"{"event":"ids","messageId":12345678901234567890123,"userId":1e2}"#,
+            r#"{"event":"ids","messageId":12345678901234567890124,"userId":-0}"#,
+        ],
+    )
+    .await;
+    t.flush().await;
+    let rows = t.rows(&t.element("ids", None)).await;
+    assert_eq!(rows.len(), 2, "neighbouring big ids are not duplicates");
+    assert_eq!(rows[0]["id"], json!("12345678901234567890123"));
+    assert_eq!(rows[0]["user_id"], json!("1e2"));
+    assert_eq!(rows[1]["user_id"], json!("-0"));
+}
+
+#[tokio::test]
+async fn duplicate_keys_empty_objects_and_negative_zero_keep_their_values() {
+    let t = TestServer::start(|_| {}).await;
+    send_all(
+        &t,
+        &[
+            r#"{"event":"d","properties":{"x":1,"x":2,"e":{},"a":{"b":null},"a.b":null,"a_b":3}}"#,
+            r#"{"event":"d","properties":{"z":-0.0}}"#,
+            r#"{"event":"d","properties":{"z":"s"}}"#,
+        ],
+    )
+    .await;
+    t.flush().await;
+    let rows = t.rows(&t.element("d", None)).await;
+    assert_eq!(rows[0]["x"], json!(1));
+    assert_eq!(rows[0]["e"], json!("{}"));
+    assert_eq!(rows[0]["a_b"], json!(3));
+    assert_eq!(
+        rows[0]["_unmapped"],
+        json!(r#"{"a":{"b":null},"a.b":null,"x":2}"#),
+        "shaped like the input, so nested and dotted keys stay apart"
+    );
+    assert_eq!(
+        rows[1]["z"],
+        json!("-0"),
+        "shortest round-trip text of -0.0"
+    );
+}
+
+#[tokio::test]
+async fn csv_import_keeps_integer_digits_and_non_finite_text() {
+    let t = TestServer::start(|_| {}).await;
+    let csv = "n,v\n9223372036854775806,1.5\n1.5,inf\n";
+    let resp = t
+        .http
+        .post(t.url("/v1/import?table=nums"))
+        .header("X-Auth-Token", &t.seeded.token)
+        .header("Content-Type", "text/csv")
+        .body(csv)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // A later string widens n: the integer's digits were kept, not its float64 rounding.
+    let csv2 = "n,v\nx,2\n";
+    let resp = t
+        .http
+        .post(t.url("/v1/import?table=nums"))
+        .header("X-Auth-Token", &t.seeded.token)
+        .header("Content-Type", "text/csv")
+        .body(csv2)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let rows = t.rows(&t.element("nums", None)).await;
+    let n: Vec<_> = rows.iter().map(|r| r["n"].clone()).collect();
+    let v: Vec<_> = rows.iter().map(|r| r["v"].clone()).collect();
+    assert_eq!(n, [json!("9223372036854775806"), json!("1.5"), json!("x")]);
+    assert_eq!(
+        v,
+        [json!("1.5"), json!("inf"), json!("2")],
+        "inf is text, never a float"
+    );
+}

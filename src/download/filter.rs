@@ -203,7 +203,17 @@ impl Filter {
                 let sql = sql_floats(col);
                 let mut acc: Option<BooleanArray> = None;
                 for v in &self.values {
-                    let m = compare(op, &sql, &Scalar::new(v.clone()))?;
+                    // A NaN operand (null after `sql_floats`) equals nothing, so every non-null
+                    // row differs from it and no comparison with it is true.
+                    let m = if v.data_type() == &arrow::datatypes::DataType::Float64 && v.is_null(0)
+                    {
+                        match op {
+                            Op::Ne => is_not_null(col)?,
+                            _ => BooleanArray::from(vec![false; col.len()]),
+                        }
+                    } else {
+                        compare(op, &sql, &Scalar::new(v.clone()))?
+                    };
                     acc = Some(match acc {
                         None => m,
                         Some(a) => or_kleene(&a, &m)?,
@@ -244,9 +254,13 @@ impl Filter {
             }
             _ => {}
         }
-        // Strings may have truncated statistics; only prune on exact types.
+        // Strings may have truncated statistics; only prune on exact types. Float statistics
+        // leave NaN out, and NaN differs from every value: `ne` on floats never prunes.
         let want = self.ty.arrow();
-        if self.ty == ColumnType::String || mins.data_type() != &want || maxes.data_type() != &want
+        if self.ty == ColumnType::String
+            || (self.ty == ColumnType::Float64 && self.op == Op::Ne)
+            || mins.data_type() != &want
+            || maxes.data_type() != &want
         {
             return maybe;
         }

@@ -18,7 +18,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::event::{Cell, Value};
 use crate::warehouse::schema::{ColumnType, TableSchema};
-use crate::warehouse::text::{float_text, int_is_exact_float, to_text};
+use crate::warehouse::text::{float_text, int_is_safe_in_float, to_text};
 
 /// A value of a float64 column that has seen integers.
 #[derive(Debug, Clone, Copy)]
@@ -119,7 +119,7 @@ impl ColumnBuilder {
             ColumnBuilder::Mixed(m) => {
                 let values = std::mem::take(m);
                 let exact = values.iter().all(|v| match v {
-                    Some(Num::I(i)) => int_is_exact_float(*i),
+                    Some(Num::I(i)) => int_is_safe_in_float(*i),
                     _ => true,
                 });
                 if !exact {

@@ -1,8 +1,11 @@
 //! One event body → validated warehouse rows (SPEC §2.1, §4.1–4.2): field rules, Segment common
 //! fields, flattening, naming and value typing. Pure and CPU-only; runs on the request's task.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
 
 use super::flatten::{self, Names, RawObject, UNMAPPED};
 use crate::error::ApiError;
@@ -118,7 +121,7 @@ fn parse_with(
     max_columns: usize,
     id: Option<&str>,
 ) -> Result<EventRows, ApiError> {
-    let obj: RawObject = serde_json::from_slice(body).map_err(|e| {
+    let obj: Top = serde_json::from_slice(body).map_err(|e| {
         if e.is_data() {
             ApiError::bad_request("invalid_body", "body must be a JSON object")
         } else {
@@ -128,21 +131,27 @@ fn parse_with(
     from_object(&obj, received_at, max_columns, id)
 }
 
-/// A top-level field as a JSON value (`None` when absent).
-fn get(obj: &RawObject, field: &str) -> Option<Json> {
+/// An event's top-level fields, values as sent.
+pub type Top<'a> = BTreeMap<String, &'a RawValue>;
+
+/// A top-level field as a JSON value (`None` when absent); a value serde cannot represent (a
+/// number beyond float64) is refused with `code`, never taken as absent.
+fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, ApiError> {
     obj.get(field)
-        .map(|raw| serde_json::from_str(raw.get()).unwrap_or(Json::Null))
+        .map(|raw| serde_json::from_str(raw.get()))
+        .transpose()
+        .map_err(|e| bad(code, field, format!("{field}: {e}")))
 }
 
 /// Validates one event object (also the unit of future batch endpoints). `id_override` fixes
 /// the event id (replay); otherwise it is `messageId` or a new UUIDv7.
 pub fn from_object(
-    obj: &RawObject,
+    obj: &Top,
     received_at: DateTime<Utc>,
     max_columns: usize,
     id_override: Option<&str>,
 ) -> Result<EventRows, ApiError> {
-    match get(obj, "version") {
+    match get(obj, "version", "unsupported_version")? {
         None | Some(Json::Null) => {}
         Some(v) if v.as_i64() == Some(1) => {}
         Some(v) => {
@@ -153,7 +162,7 @@ pub fn from_object(
             ));
         }
     }
-    match get(obj, "type") {
+    match get(obj, "type", "unsupported_type")? {
         None | Some(Json::Null) => {}
         Some(Json::String(t)) if t == "event" || t == "track" => {}
         Some(v) => {
@@ -164,7 +173,7 @@ pub fn from_object(
             ));
         }
     }
-    let event_text = match get(obj, "event") {
+    let event_text = match get(obj, "event", "invalid_event")? {
         None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
         Some(Json::String(s)) => s,
         Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
@@ -186,13 +195,13 @@ pub fn from_object(
             "event must contain at least one letter or digit to name a table",
         )
     })?;
-    let timestamp = match get(obj, "timestamp") {
+    let timestamp = match get(obj, "timestamp", "invalid_timestamp")? {
         None | Some(Json::Null) => received_at.timestamp_micros(),
         Some(v) => parse_time(&v).ok_or_else(|| {
             bad("invalid_timestamp", "timestamp", "timestamp must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z")
         })?,
     };
-    let sent_at = match get(obj, "sentAt") {
+    let sent_at = match get(obj, "sentAt", "invalid_timestamp")? {
         None | Some(Json::Null) => None,
         Some(v) => Some(parse_time(&v).ok_or_else(|| {
             bad(
@@ -239,7 +248,8 @@ pub fn from_object(
     };
     let mut losers = Vec::new();
     if let Some(ctx) = object("context", "invalid_context")? {
-        let (cells, lost) = flatten::flatten(&ctx, "context", "context", "context", Names::Plain)?;
+        let (cells, lost) =
+            flatten::flatten(&ctx, "context", &["context"], "context", Names::Plain)?;
         standard.extend(cells);
         losers.extend(lost);
     }
@@ -249,7 +259,7 @@ pub fn from_object(
     }
     let mut properties = Vec::new();
     if let Some(props) = object("properties", "invalid_properties")? {
-        let (cells, lost) = flatten::flatten(&props, "", "", "properties", Names::Property)?;
+        let (cells, lost) = flatten::flatten(&props, "", &[], "properties", Names::Property)?;
         properties = cells;
         losers.extend(lost);
     }
@@ -287,8 +297,8 @@ pub fn from_object(
 pub const MAX_ID_BYTES: usize = 1024;
 
 /// A string field, or a number given where Segment allows one (`userId: 42`).
-fn text_field(obj: &RawObject, field: &str) -> Result<Option<String>, ApiError> {
-    match get(obj, field) {
+fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiError> {
+    match get(obj, field, "invalid_field")? {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(
             "invalid_field",
@@ -296,7 +306,8 @@ fn text_field(obj: &RawObject, field: &str) -> Result<Option<String>, ApiError> 
             format!("{field} must be at most {MAX_ID_BYTES} bytes"),
         )),
         Some(Json::String(s)) => Ok(Some(s)),
-        Some(Json::Number(n)) => Ok(Some(n.to_string())),
+        // The number exactly as sent (`1e2`, `12345678901234567890123`), never re-spelled.
+        Some(Json::Number(_)) => Ok(obj.get(field).map(|raw| raw.get().to_string())),
         Some(_) => Err(bad(
             "invalid_field",
             field,
@@ -325,7 +336,7 @@ pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, ApiError> {
             ApiError::bad_request("invalid_json", format!("not valid JSON: {e}"))
         }
     })?;
-    let (mut cells, losers) = flatten::flatten(&obj, "", "", path, Names::Plain)?;
+    let (mut cells, losers) = flatten::flatten(&obj, "", &[], path, Names::Plain)?;
     if !losers.is_empty() {
         cells.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
     }

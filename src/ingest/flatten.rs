@@ -2,12 +2,15 @@
 //! up to [`MAX_FLATTEN_DEPTH`] keys deep; the joined key path is normalised as a whole (so
 //! `{"x":{"1st":1}}` → `x_1st`). Values keep what was sent: numbers are parsed exactly (an
 //! integer in i64 stays an integer), arrays and too-deep objects are stored as their JSON text
-//! unchanged. When several keys land on one column, a null never wins: the first non-null key in
-//! byte order takes it, and every other value is kept in the row's [`UNMAPPED`] column as a JSON
-//! object `{"<original key path>": value, …}` — no value is dropped.
+//! unchanged; an empty object is stored as `{}`. When several keys land on one column (or one key
+//! appears twice in an object), a null never wins: the first non-null key in byte order takes it,
+//! and every other value is kept in the row's [`UNMAPPED`] column, as a JSON object shaped like
+//! the input (`{"Q":null}`, `{"a":{"b":2}}`) — no value is dropped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::fmt;
 
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::event::{Cell, Value};
@@ -19,8 +22,31 @@ pub const MAX_FLATTEN_DEPTH: usize = 3;
 /// The column holding values that lost a name collision.
 pub const UNMAPPED: &str = "_unmapped";
 
-/// A JSON object with its values as sent (keys in byte order).
-pub type RawObject<'a> = BTreeMap<String, &'a RawValue>;
+/// A JSON object's members with their values as sent: every member, duplicate keys included,
+/// sorted by the bytes of the key (stably, so duplicates keep their order).
+#[derive(Debug, Default)]
+pub struct RawObject<'a>(pub Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for RawObject<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> Visitor<'de> for Members {
+            type Value = RawObject<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
+                    out.push(entry);
+                }
+                out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+                Ok(RawObject(out))
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
 
 /// How flattened names are finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,28 +58,29 @@ pub enum Names {
 }
 
 /// Collision losers: (original key path, JSON text as sent).
-pub type Losers<'a> = Vec<(String, &'a str)>;
+pub type Losers<'a> = Vec<(Vec<String>, &'a str)>;
 
 /// One value on its way to a column.
 struct Candidate<'a> {
     column: String,
-    path: String,
+    path: Vec<String>,
     value: Value,
     raw: &'a str,
 }
 
 /// The cells of `obj` (column order: first appearance) and the losers of collisions, as
 /// `(original key path, JSON text)`. `raw_prefix` is joined before every key (`context`);
-/// `path_prefix` before every loser's key path; `field` names the object in error messages.
+/// `path_prefix` starts every loser's key path; `field` names the object in error messages.
 pub fn flatten<'a>(
     obj: &RawObject<'a>,
     raw_prefix: &str,
-    path_prefix: &str,
+    path_prefix: &[&str],
     field: &str,
     names: Names,
 ) -> Result<(Vec<Cell>, Losers<'a>), ApiError> {
     let mut found = Vec::new();
-    collect(obj, raw_prefix, path_prefix, 1, field, names, &mut found)?;
+    let path: Vec<String> = path_prefix.iter().map(|p| p.to_string()).collect();
+    collect(obj, raw_prefix, &path, 1, field, names, &mut found)?;
     let mut slots: HashMap<String, usize> = HashMap::new();
     let mut cells: Vec<Cell> = Vec::new();
     let mut winners: Vec<usize> = Vec::new(); // index into `found` per cell
@@ -85,13 +112,13 @@ pub fn flatten<'a>(
 fn collect<'a>(
     obj: &RawObject<'a>,
     raw_prefix: &str,
-    path_prefix: &str,
+    path_prefix: &[String],
     depth: usize,
     field: &str,
     names: Names,
     out: &mut Vec<Candidate<'a>>,
 ) -> Result<(), ApiError> {
-    for (key, raw) in obj {
+    for (key, raw) in &obj.0 {
         let field = format!("{field}.{key}");
         if naming::normalize(key).is_empty() {
             return Err(ApiError::bad_request(
@@ -105,18 +132,18 @@ fn collect<'a>(
         } else {
             format!("{raw_prefix}_{key}")
         };
-        let path = if path_prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{path_prefix}.{key}")
-        };
+        let mut path = path_prefix.to_vec();
+        path.push(key.clone());
         let text = raw.get();
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
             let inner: RawObject<'a> = serde_json::from_str(text).map_err(|e| {
                 ApiError::bad_request("invalid_json", format!("{field}: {e}")).field(&field)
             })?;
-            collect(&inner, &joined, &path, depth + 1, &field, names, out)?;
-            continue;
+            // An empty object has no keys to flatten: it is kept as `{}` under its own name.
+            if !inner.0.is_empty() {
+                collect(&inner, &joined, &path, depth + 1, &field, names, out)?;
+                continue;
+            }
         }
         let name = naming::normalize(&joined);
         let column = match names {
@@ -142,6 +169,8 @@ pub fn typed(text: &str) -> Result<Value, ApiError> {
         Some(b'f') => Value::Bool(false),
         Some(b'n') => Value::Null,
         Some(b'[' | b'{') => Value::Str(text.to_string()),
+        // An integer literal; serde_json reads `-0` as the float -0.0.
+        _ if text == "-0" => Value::Int(0),
         _ => {
             let n: serde_json::Number = serde_json::from_str(text).map_err(bad)?;
             match n.as_i64() {
@@ -152,18 +181,54 @@ pub fn typed(text: &str) -> Result<Value, ApiError> {
     })
 }
 
-/// The `_unmapped` JSON text of collision losers.
-pub fn unmapped_text(losers: &[(String, &str)]) -> String {
-    let mut out = String::from("{");
-    for (i, (path, raw)) in losers.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&serde_json::Value::String(path.clone()).to_string());
-        out.push(':');
-        out.push_str(raw);
+/// The `_unmapped` JSON text of collision losers: an object shaped like the input, each value
+/// as sent. Two losers at the same path (a key sent twice) appear as two members.
+pub fn unmapped_text(losers: &[(Vec<String>, &str)]) -> String {
+    enum Node<'a> {
+        Leaf(&'a str),
+        Obj(Vec<(&'a str, Node<'a>)>),
     }
-    out.push('}');
+    fn insert<'a>(members: &mut Vec<(&'a str, Node<'a>)>, path: &'a [String], raw: &'a str) {
+        let (key, rest) = path.split_first().expect("a path has a key");
+        if rest.is_empty() {
+            members.push((key, Node::Leaf(raw)));
+            return;
+        }
+        let idx = match members
+            .iter()
+            .position(|(k, n)| k == key && matches!(n, Node::Obj(_)))
+        {
+            Some(i) => i,
+            None => {
+                members.push((key, Node::Obj(Vec::new())));
+                members.len() - 1
+            }
+        };
+        if let Node::Obj(inner) = &mut members[idx].1 {
+            insert(inner, rest, raw);
+        }
+    }
+    fn write(members: &[(&str, Node)], out: &mut String) {
+        out.push('{');
+        for (i, (k, n)) in members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::Value::String(k.to_string()).to_string());
+            out.push(':');
+            match n {
+                Node::Leaf(raw) => out.push_str(raw),
+                Node::Obj(inner) => write(inner, out),
+            }
+        }
+        out.push('}');
+    }
+    let mut root = Vec::new();
+    for (path, raw) in losers {
+        insert(&mut root, path, raw);
+    }
+    let mut out = String::new();
+    write(&root, &mut out);
     out
 }
 
@@ -173,7 +238,7 @@ mod tests {
 
     fn cells(json: &str) -> (Vec<Cell>, String) {
         let obj: RawObject = serde_json::from_str(json).unwrap();
-        let (cells, losers) = flatten(&obj, "", "", "properties", Names::Property).unwrap();
+        let (cells, losers) = flatten(&obj, "", &[], "properties", Names::Property).unwrap();
         (cells, unmapped_text(&losers))
     }
 
@@ -204,6 +269,21 @@ mod tests {
             )]
         );
         assert_eq!(u, r#"{"a_b":99999999999999999999}"#);
+        let (c, u) = cells(r#"{"a":{"b":null},"a.b":null,"a_b":1,"x":1,"x":2}"#);
+        assert_eq!(c[0], ("a_b".to_string(), Value::Int(1)));
+        assert_eq!(c[1], ("x".to_string(), Value::Int(1)));
+        assert_eq!(
+            u, r#"{"a":{"b":null},"a.b":null,"x":2}"#,
+            "unambiguous, duplicates kept"
+        );
+        let (c, _) = cells(r#"{"e":{},"z":-0}"#);
+        assert_eq!(
+            c,
+            vec![
+                ("e".to_string(), Value::Str("{}".into())),
+                ("z".to_string(), Value::Int(0))
+            ]
+        );
     }
 
     #[test]

@@ -299,7 +299,8 @@ fn infer(field: &str) -> Option<ColumnType> {
         None
     } else if field.parse::<i64>().is_ok() {
         Some(ColumnType::Int64)
-    } else if field.parse::<f64>().is_ok() {
+    } else if field.parse::<f64>().is_ok_and(f64::is_finite) {
+        // Finite only: `inf`, `NaN`, `1e400` stay text (JSON has no such numbers).
         Some(ColumnType::Float64)
     } else if field == "true" || field == "false" {
         Some(ColumnType::Boolean)
@@ -319,10 +320,15 @@ fn typed(field: &str, ty: ColumnType) -> Value {
             .parse()
             .map(Value::Int)
             .unwrap_or(Value::Str(field.into())),
-        ColumnType::Float64 => field
-            .parse()
-            .map(Value::Float)
-            .unwrap_or(Value::Str(field.into())),
+        // Integers stay integers (exact, as in events); the buffer stores them losslessly.
+        ColumnType::Float64 => match field.parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => field
+                .parse()
+                .ok()
+                .filter(|f: &f64| f.is_finite())
+                .map_or(Value::Str(field.into()), Value::Float),
+        },
         ColumnType::Boolean => Value::Bool(field == "true"),
         ColumnType::Timestamp => parse_time(&serde_json::Value::String(field.into()))
             .map(Value::Ts)

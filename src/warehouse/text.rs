@@ -11,17 +11,16 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use arrow::error::ArrowError;
 
-/// The text of a float: shortest decimal that reads back as the same value, no exponent.
+/// The text of a float: shortest decimal that reads back as the same value (`-0` for -0.0),
+/// no exponent.
 pub fn float_text(f: f64) -> String {
-    if f == 0.0 {
-        return "0".into(); // -0.0 too: SQL and JSON treat it as 0
-    }
     format!("{f}")
 }
 
-/// Whether an integer converts to float64 exactly.
-pub fn int_is_exact_float(i: i64) -> bool {
-    (i as f64) as i128 == i as i128
+/// Whether an integer is within ±2^53, where float64 holds it (and every integer between it and
+/// zero) exactly — so its float text is its digits, whatever it was stored with.
+pub fn int_is_safe_in_float(i: i64) -> bool {
+    i.unsigned_abs() <= 1 << 53
 }
 
 /// An array as Utf8 text by the rules above (other types through Arrow's cast).
@@ -58,14 +57,18 @@ mod tests {
     fn texts() {
         assert_eq!(float_text(1.5), "1.5");
         assert_eq!(float_text(5.0), "5");
-        assert_eq!(float_text(-0.0), "0");
+        assert_eq!(float_text(-0.0), "-0");
         assert_eq!(float_text(91343.24026397243), "91343.24026397243");
         assert_eq!(float_text(1e20), "100000000000000000000");
         assert_eq!(float_text(1e-7), "0.0000001");
-        assert!(int_is_exact_float(1 << 53));
-        assert!(!int_is_exact_float((1 << 53) + 1));
-        assert!(!int_is_exact_float(i64::MAX));
-        assert!(int_is_exact_float(i64::MIN));
+        assert!(int_is_safe_in_float(1 << 53));
+        assert!(!int_is_safe_in_float((1 << 53) + 1));
+        assert!(!int_is_safe_in_float(i64::MAX));
+        assert!(
+            !int_is_safe_in_float(i64::MIN),
+            "exact, but its float text is not its digits"
+        );
+        assert!(!int_is_safe_in_float(1 << 60));
         let a: ArrayRef = Arc::new(arrow::array::Int64Array::from(vec![
             Some(9223372036854775806),
             None,
