@@ -196,16 +196,23 @@ pub struct Output {
 
 /// A failed admin command.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct AdminError(#[from] CatalogError);
+pub enum AdminError {
+    /// The catalog refused or failed.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// An import's input cannot be stored (the API's 400 `invalid_import`).
+    #[error("{0}")]
+    InvalidImport(String),
+}
 
 impl AdminError {
-    /// Stable code for `--json` errors.
+    /// Stable code for `--json` errors (the API's code where there is one).
     pub fn code(&self) -> &'static str {
-        match self.0 {
-            CatalogError::NotFound(_) => "not_found",
-            CatalogError::Refused(_) => "refused",
-            _ => "catalog_error",
+        match self {
+            AdminError::Catalog(CatalogError::NotFound(_)) => "not_found",
+            AdminError::Catalog(CatalogError::Refused(_)) => "refused",
+            AdminError::Catalog(_) => "catalog_error",
+            AdminError::InvalidImport(_) => "invalid_import",
         }
     }
 }
@@ -216,7 +223,7 @@ fn import_table(
     (team, table, format, file): (String, String, Option<String>, std::path::PathBuf),
 ) -> Result<Output, AdminError> {
     use crate::warehouse::import::{ImportFormat, Importer, import};
-    let refused = |m: String| AdminError(CatalogError::Refused(m));
+    let refused = |m: String| AdminError::Catalog(CatalogError::Refused(m));
     let team = crate::catalog::TeamId(catalog.find_team(&team)?.id.into());
     let name = format
         .or_else(|| {
@@ -226,7 +233,7 @@ fn import_table(
         })
         .unwrap_or_default();
     let format = ImportFormat::parse(&name).ok_or_else(|| {
-        refused(format!(
+        AdminError::InvalidImport(format!(
             "unknown format {name:?}; use --format csv|ndjson|parquet"
         ))
     })?;
@@ -260,7 +267,10 @@ fn import_table(
             beat.abort();
             r
         })
-        .map_err(|e| refused(e.to_string()))?;
+        .map_err(|e| match e {
+            crate::warehouse::import::ImportError::Input(m) => AdminError::InvalidImport(m),
+            e => refused(e.to_string()),
+        })?;
     let human = format!(
         "imported {} rows into {} ({} files)",
         stats.rows, stats.table, stats.files
@@ -354,7 +364,7 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                 Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
                     Ok(v @ serde_json::Value::Array(_)) => Some(v),
                     _ => {
-                        return Err(AdminError(CatalogError::Refused(
+                        return Err(AdminError::Catalog(CatalogError::Refused(
                             "--filters must be a JSON array of {\"column\", \"op\", \"value\"}"
                                 .into(),
                         )));

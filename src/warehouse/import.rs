@@ -7,11 +7,8 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use super::layout::DataFilePath;
 use super::naming::normalize;
@@ -68,7 +65,7 @@ pub struct ImportStats {
 }
 
 /// Rows per written file.
-const CHUNK_ROWS: usize = 100_000;
+pub(super) const CHUNK_ROWS: usize = 100_000;
 
 /// Where imports go.
 pub struct Importer<'a> {
@@ -177,9 +174,9 @@ pub async fn import(
     })
 }
 
-type Sink = tokio::sync::mpsc::Sender<(RecordBatch, bytes::Bytes)>;
+pub(super) type Sink = tokio::sync::mpsc::Sender<(RecordBatch, bytes::Bytes)>;
 
-fn emit(batch: RecordBatch, cfg: &ParquetConfig, tx: &Sink) -> Result<(), ImportError> {
+pub(super) fn emit(batch: RecordBatch, cfg: &ParquetConfig, tx: &Sink) -> Result<(), ImportError> {
     let data = writer::encode(&batch, cfg).map_err(|e| ImportError::Internal(e.to_string()))?;
     tx.blocking_send((batch, data))
         .map_err(|_| ImportError::Internal("upload stopped".into()))
@@ -192,7 +189,7 @@ fn decode(
     tx: &Sink,
 ) -> Result<(), ImportError> {
     match format {
-        ImportFormat::Parquet => decode_parquet(input, cfg, tx),
+        ImportFormat::Parquet => super::import_parquet::decode_parquet(input, cfg, tx),
         ImportFormat::Csv => decode_rows(csv_rows(input)?, cfg, tx),
         ImportFormat::Ndjson => decode_rows(ndjson_rows(input), cfg, tx),
     }
@@ -335,65 +332,4 @@ fn typed(field: &str, ty: ColumnType) -> Value {
             .unwrap_or(Value::Str(field.into())),
         ColumnType::String => Value::Str(field.into()),
     }
-}
-
-/// Parquet: columns renamed to warehouse names and cast to warehouse types; types with no
-/// warehouse equivalent (lists, structs, binary, decimals) are refused.
-fn decode_parquet(
-    mut input: Box<dyn Read + Send>,
-    cfg: &ParquetConfig,
-    tx: &Sink,
-) -> Result<(), ImportError> {
-    let mut data = Vec::new();
-    input
-        .read_to_end(&mut data)
-        .map_err(|e| ImportError::Input(e.to_string()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(data))
-        .map_err(|e| ImportError::Input(format!("not a valid Parquet file: {e}")))?;
-    let mut target = TableSchema::default();
-    for f in builder.schema().fields() {
-        let ty = match f.data_type() {
-            DataType::Date32 | DataType::Date64 => Some(ColumnType::Timestamp),
-            DataType::Float16 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 => {
-                Some(ColumnType::Float64)
-            }
-            dt => ColumnType::from_arrow(dt),
-        }
-        .ok_or_else(|| {
-            ImportError::Input(format!(
-                "column {:?} has type {} which has no warehouse type",
-                f.name(),
-                f.data_type()
-            ))
-        })?;
-        let name = normalize(f.name());
-        if name.is_empty() || target.get(&name).is_some() {
-            return Err(ImportError::Input(format!(
-                "column {:?} has no usable or a duplicate name",
-                f.name()
-            )));
-        }
-        target
-            .columns
-            .push(crate::warehouse::schema::Column { name, ty });
-    }
-    let arrow_target = target.to_arrow();
-    let reader = builder
-        .with_batch_size(CHUNK_ROWS)
-        .build()
-        .map_err(|e| ImportError::Input(e.to_string()))?;
-    for batch in reader {
-        let batch = batch.map_err(|e| ImportError::Input(format!("reading Parquet: {e}")))?;
-        let columns = batch
-            .columns()
-            .iter()
-            .zip(arrow_target.fields())
-            .map(|(c, f)| cast(c, f.data_type()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| ImportError::Input(format!("converting a column: {e}")))?;
-        let out = RecordBatch::try_new(arrow_target.clone(), columns)
-            .map_err(|e| ImportError::Internal(e.to_string()))?;
-        emit(out, cfg, tx)?;
-    }
-    Ok(())
 }

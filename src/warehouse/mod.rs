@@ -5,6 +5,7 @@
 pub mod compaction;
 pub mod gc;
 pub mod import;
+mod import_parquet;
 pub mod layout;
 pub mod naming;
 pub mod object_reader;
