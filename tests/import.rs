@@ -261,7 +261,10 @@ async fn parquet_import_through_the_cli() {
         .unwrap();
     assert!(!out.status.success());
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
-    assert_eq!(err["error"]["code"], "invalid_import", "the API's code: {err}");
+    assert_eq!(
+        err["error"]["code"], "invalid_import",
+        "the API's code: {err}"
+    );
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no warehouse type"),
         "{}",
@@ -307,4 +310,40 @@ async fn parquet_from_every_writer_imports_value_for_value() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains(" files checked, 0 problems"), "{stdout}");
+}
+
+/// CSV as spreadsheets write it: a byte-order mark, `;` or tab delimiters, CRLF line ends and
+/// quoted fields with embedded line breaks; an unusable delimiter is refused.
+#[tokio::test]
+async fn csv_dialects_import() {
+    let t = TestServer::start(|_| {}).await;
+    let semi = "\u{feff}Name;Amount;Note\r\nAda;1,5;\"two\r\nlines; here\"\r\nBob;;plain\r\n";
+    let (status, stats) = post(&t, "table=semi&delimiter=;", "text/csv", semi.into()).await;
+    assert_eq!(status, 200, "{stats}");
+    let (_, doc) = t.download(&t.element("semi", None), json!({})).await;
+    assert_eq!(
+        doc["data"],
+        json!([
+            {"name": "Ada", "amount": "1,5", "note": "two\r\nlines; here"},
+            {"name": "Bob", "amount": null, "note": "plain"}
+        ]),
+        "the BOM is not part of the first header; a decimal comma stays text"
+    );
+    let tsv = "a\tb\n1\tx y\n";
+    let (status, _) = post(&t, "table=tsv&delimiter=tab", "text/csv", tsv.into()).await;
+    assert_eq!(status, 200);
+    let (_, doc) = t.download(&t.element("tsv", None), json!({})).await;
+    assert_eq!(doc["data"], json!([{"a": 1, "b": "x y"}]));
+    for bad in [
+        "table=x&delimiter=%22",
+        "table=x&delimiter=ab",
+        "table=x&format=ndjson&delimiter=;",
+    ] {
+        let (status, body) = post(&t, bad, "text/csv", "a\n1\n".into()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("invalid_field")),
+            "{bad}"
+        );
+    }
 }

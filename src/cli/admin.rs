@@ -67,6 +67,9 @@ pub enum TableCommand {
         /// csv, ndjson or parquet; default from the file extension.
         #[arg(long)]
         format: Option<String>,
+        /// CSV field delimiter: one character, or `tab` (default `,`).
+        #[arg(long)]
+        delimiter: Option<String>,
         /// The file.
         file: std::path::PathBuf,
     },
@@ -217,10 +220,19 @@ impl AdminError {
     }
 }
 
+/// team, table, format, delimiter, file
+type ImportArgs = (
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    std::path::PathBuf,
+);
+
 fn import_table(
     config: &Config,
     catalog: Catalog,
-    (team, table, format, file): (String, String, Option<String>, std::path::PathBuf),
+    (team, table, format, delimiter, file): ImportArgs,
 ) -> Result<Output, AdminError> {
     use crate::warehouse::import::{ImportFormat, Importer, import};
     let refused = |m: String| AdminError::Catalog(CatalogError::Refused(m));
@@ -237,6 +249,14 @@ fn import_table(
             "unknown format {name:?}; use --format csv|ndjson|parquet"
         ))
     })?;
+    let format = match delimiter {
+        None => format,
+        Some(d) => format.with_delimiter(&d).ok_or_else(|| {
+            AdminError::InvalidImport(format!(
+                "--delimiter {d:?}: use one character (not a quote or line break) or tab, with CSV"
+            ))
+        })?,
+    };
     let input = std::fs::File::open(&file)
         .map_err(|e| refused(format!("cannot open {}: {e}", file.display())))?;
     let store = crate::store::open(config).map_err(|e| refused(e.to_string()))?;
@@ -338,9 +358,10 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                     team,
                     table,
                     format,
+                    delimiter,
                     file,
                 },
-        } => import_table(config, catalog, (team, table, format, file)),
+        } => import_table(config, catalog, (team, table, format, delimiter, file)),
         AdminCommand::Key { command } => secrets(&catalog, SecretKind::DataKey, command),
         AdminCommand::Token { command } => secrets(&catalog, SecretKind::EventsToken, command),
         AdminCommand::Canvas {

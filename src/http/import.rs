@@ -1,4 +1,4 @@
-//! `POST /v1/import?table=NAME[&format=csv|ndjson|parquet]`: loads a file into a warehouse table
+//! `POST /v1/import?table=NAME[&format=csv|ndjson|parquet][&delimiter=;]`: loads a file into a warehouse table
 //! with the events token (write access to the team's warehouse). The format comes from `format`
 //! or the `Content-Type` (`text/csv`, `application/x-ndjson`, `application/vnd.apache.parquet`).
 //! All or nothing: `200 {"table","rows","files"}`, or an error and nothing imported.
@@ -50,7 +50,7 @@ pub async fn post_import(
                 .trim()
                 .to_ascii_lowercase();
             match media.as_str() {
-                "text/csv" => ImportFormat::Csv,
+                "text/csv" => ImportFormat::Csv(b','),
                 "application/x-ndjson" | "application/ndjson" | "application/jsonl" => {
                     ImportFormat::Ndjson
                 }
@@ -64,6 +64,16 @@ pub async fn post_import(
                 }
             }
         }
+    };
+    let format = match params.get("delimiter") {
+        None => format,
+        Some(d) => format.with_delimiter(d).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_field",
+                format!("delimiter {d:?}: use one character (not a quote or line break) or tab, with CSV"),
+            )
+            .field("delimiter")
+        })?,
     };
     let body = read_limited(
         &headers,

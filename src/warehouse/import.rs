@@ -22,8 +22,8 @@ use crate::ingest::event::{Cell, Value, object_cells, parse_time};
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImportFormat {
-    /// Header row, then values.
-    Csv,
+    /// Header row, then values, separated by this byte (`,` by default).
+    Csv(u8),
     /// One JSON object per line.
     Ndjson,
     /// A Parquet file.
@@ -34,11 +34,24 @@ impl ImportFormat {
     /// From a name (`csv`, `ndjson`/`jsonl`, `parquet`) or a file extension.
     pub fn parse(s: &str) -> Option<ImportFormat> {
         Some(match s.to_ascii_lowercase().as_str() {
-            "csv" => ImportFormat::Csv,
+            "csv" => ImportFormat::Csv(b','),
             "ndjson" | "jsonl" | "json" => ImportFormat::Ndjson,
             "parquet" | "pq" => ImportFormat::Parquet,
             _ => return None,
         })
+    }
+
+    /// CSV with another delimiter: one ASCII character other than a quote or a line break, or
+    /// `tab`. `None` for other formats or an unusable delimiter.
+    pub fn with_delimiter(self, d: &str) -> Option<ImportFormat> {
+        let byte = match d {
+            "tab" | "\t" | "\t\t" => b'\t',
+            d if d.len() == 1 && d.is_ascii() && !matches!(d, "\"" | "\n" | "\r") => {
+                d.as_bytes()[0]
+            }
+            _ => return None,
+        };
+        matches!(self, ImportFormat::Csv(_)).then_some(ImportFormat::Csv(byte))
     }
 }
 
@@ -190,7 +203,7 @@ fn decode(
 ) -> Result<(), ImportError> {
     match format {
         ImportFormat::Parquet => super::import_parquet::decode_parquet(input, cfg, tx),
-        ImportFormat::Csv => decode_rows(csv_rows(input)?, cfg, tx),
+        ImportFormat::Csv(delimiter) => decode_rows(csv_rows(input, delimiter)?, cfg, tx),
         ImportFormat::Ndjson => decode_rows(ndjson_rows(input), cfg, tx),
     }
 }
@@ -246,14 +259,18 @@ fn ndjson_rows(
 /// into memory once for that.
 fn csv_rows(
     mut input: Box<dyn Read + Send>,
+    delimiter: u8,
 ) -> Result<impl Iterator<Item = Result<Vec<Cell>, ImportError>>, ImportError> {
     let mut text = Vec::new();
     input
         .read_to_end(&mut text)
         .map_err(|e| ImportError::Input(e.to_string()))?;
+    // A UTF-8 byte-order mark (spreadsheets write one) is not part of the first header.
+    let body = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&text);
     let mut reader = csv::ReaderBuilder::new()
         .flexible(false)
-        .from_reader(&text[..]);
+        .delimiter(delimiter)
+        .from_reader(body);
     let headers: Vec<String> = reader
         .headers()
         .map_err(|e| ImportError::Input(format!("header row: {e}")))?
