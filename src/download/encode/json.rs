@@ -3,7 +3,9 @@
 //! `Z` (as many fraction digits as the value needs: 0, 3 or 6), NaN and infinities are null,
 //! nulls are explicit, and `int64_as_string` writes int64 values as JSON strings.
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 
@@ -76,18 +78,24 @@ impl JsonEncoder {
 
     /// Appends the batch's rows to `out`.
     pub fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) {
+        // Each column's encoder is chosen once per batch, not per cell.
+        let cols: Vec<Col> = batch
+            .columns()
+            .iter()
+            .map(|c| Col::of(c.as_ref()))
+            .collect();
         for row in 0..batch.num_rows() {
             out.extend_from_slice(match (self.ndjson, self.rows) {
                 (true, _) => b"{",
                 (false, 0) => b"\n{",
                 (false, _) => b",\n{",
             });
-            for (i, col) in batch.columns().iter().enumerate() {
+            for (i, col) in cols.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
                 out.extend_from_slice(&self.keys[i]);
-                write_value(col.as_ref(), row, self.int64_as_string, out);
+                col.write(row, self.int64_as_string, out);
             }
             out.extend_from_slice(if self.ndjson { b"}\n" } else { b"}" });
             self.rows += 1;
@@ -142,46 +150,83 @@ impl super::Encoder for JsonEncoder {
     }
 }
 
-fn write_value(col: &dyn Array, row: usize, int64_as_string: bool, out: &mut Vec<u8>) {
-    if col.is_null(row) {
-        out.extend_from_slice(b"null");
-        return;
+/// One column, typed once.
+enum Col<'a> {
+    Str(&'a StringArray),
+    Int(&'a Int64Array),
+    Float(&'a Float64Array),
+    Bool(&'a BooleanArray),
+    Ts(&'a TimestampMicrosecondArray),
+}
+
+impl<'a> Col<'a> {
+    fn of(col: &'a dyn Array) -> Col<'a> {
+        match col.data_type() {
+            DataType::Utf8 => Col::Str(col.as_string::<i32>()),
+            DataType::Int64 => Col::Int(col.as_primitive::<Int64Type>()),
+            DataType::Float64 => Col::Float(col.as_primitive::<Float64Type>()),
+            DataType::Boolean => Col::Bool(col.as_boolean()),
+            DataType::Timestamp(_, _) => Col::Ts(col.as_primitive::<TimestampMicrosecondType>()),
+            other => unreachable!("the reader only yields warehouse types, got {other}"),
+        }
     }
-    match col.data_type() {
-        DataType::Utf8 => serde_json::to_writer(&mut *out, col.as_string::<i32>().value(row))
-            .expect("in-memory write"),
-        DataType::Int64 => {
-            let v = col.as_primitive::<Int64Type>().value(row);
-            if int64_as_string {
+
+    fn is_null(&self, row: usize) -> bool {
+        match self {
+            Col::Str(a) => a.is_null(row),
+            Col::Int(a) => a.is_null(row),
+            Col::Float(a) => a.is_null(row),
+            Col::Bool(a) => a.is_null(row),
+            Col::Ts(a) => a.is_null(row),
+        }
+    }
+
+    fn write(&self, row: usize, int64_as_string: bool, out: &mut Vec<u8>) {
+        if self.is_null(row) {
+            out.extend_from_slice(b"null");
+            return;
+        }
+        match self {
+            Col::Str(a) => write_str(a.value(row), out),
+            Col::Int(a) => {
+                let mut buf = itoa::Buffer::new();
+                let text = buf.format(a.value(row)).as_bytes();
+                if int64_as_string {
+                    out.push(b'"');
+                    out.extend_from_slice(text);
+                    out.push(b'"');
+                } else {
+                    out.extend_from_slice(text);
+                }
+            }
+            Col::Float(a) => {
+                let v = a.value(row);
+                if v.is_finite() {
+                    out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+                } else {
+                    out.extend_from_slice(b"null");
+                }
+            }
+            Col::Bool(a) => out.extend_from_slice(if a.value(row) { b"true" } else { b"false" }),
+            Col::Ts(a) => {
                 out.push(b'"');
-                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+                write_rfc3339(a.value(row), out);
                 out.push(b'"');
-            } else {
-                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
             }
         }
-        DataType::Float64 => {
-            let v = col.as_primitive::<Float64Type>().value(row);
-            if v.is_finite() {
-                out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
-            } else {
-                out.extend_from_slice(b"null");
-            }
-        }
-        DataType::Boolean => out.extend_from_slice(if col.as_boolean().value(row) {
-            b"true"
-        } else {
-            b"false"
-        }),
-        DataType::Timestamp(_, _) => {
-            out.push(b'"');
-            write_rfc3339(
-                col.as_primitive::<TimestampMicrosecondType>().value(row),
-                out,
-            );
-            out.push(b'"');
-        }
-        other => unreachable!("the reader only yields warehouse types, got {other}"),
+    }
+}
+
+/// A JSON string: copied as is when nothing needs escaping (the common case), else escaped by
+/// serde_json.
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("in-memory write");
     }
 }
 
@@ -219,8 +264,14 @@ pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
             (frac, 6)
         };
         out.push(b'.');
-        let s = format!("{v:0digits$}");
-        out.extend_from_slice(s.as_bytes());
+        // Zero-padded digits without `fmt` (this runs once per timestamp cell).
+        let mut buf = [b'0'; 6];
+        let mut v = v;
+        for slot in buf[..digits].iter_mut().rev() {
+            *slot = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        out.extend_from_slice(&buf[..digits]);
     }
     out.push(b'Z');
 }
