@@ -2,10 +2,9 @@
 //! quote or line break are quoted (quotes doubled); nulls, NaN and infinities are empty fields;
 //! timestamps are RFC 3339 UTC.
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 
+use super::column::{Cell, Column};
 use super::{EncodeError, Encoder, write_rfc3339};
 use crate::warehouse::schema::TableSchema;
 
@@ -51,37 +50,22 @@ impl Encoder for CsvEncoder {
     }
 
     fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let cols = Column::all(batch)?;
         for row in 0..batch.num_rows() {
-            for (i, col) in batch.columns().iter().enumerate() {
+            for (i, col) in cols.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                if col.is_null(row) {
-                    continue;
-                }
-                match col.data_type() {
-                    DataType::Utf8 => field(col.as_string::<i32>().value(row), out),
-                    DataType::Int64 => out.extend_from_slice(
-                        itoa::Buffer::new()
-                            .format(col.as_primitive::<Int64Type>().value(row))
-                            .as_bytes(),
-                    ),
-                    DataType::Float64 => {
-                        let v = col.as_primitive::<Float64Type>().value(row);
-                        if v.is_finite() {
-                            out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
-                        }
+                match col.cell(row) {
+                    Cell::Null => {}
+                    Cell::Str(s) => field(s, out),
+                    Cell::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+                    Cell::Float(v) if v.is_finite() => {
+                        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
                     }
-                    DataType::Boolean => out.extend_from_slice(if col.as_boolean().value(row) {
-                        b"true"
-                    } else {
-                        b"false"
-                    }),
-                    DataType::Timestamp(_, _) => write_rfc3339(
-                        col.as_primitive::<TimestampMicrosecondType>().value(row),
-                        out,
-                    ),
-                    other => return Err(EncodeError(format!("cannot write {other} as CSV"))),
+                    Cell::Float(_) => {}
+                    Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+                    Cell::Ts(v) => write_rfc3339(v, out),
                 }
             }
             out.extend_from_slice(b"\r\n");

@@ -3,11 +3,9 @@
 //! `Z` (as many fraction digits as the value needs: 0, 3 or 6), NaN and infinities are null,
 //! nulls are explicit, and `int64_as_string` writes int64 values as JSON strings.
 
-use arrow::array::{
-    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
-};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
+
+use super::column::{Cell, Column};
 
 use crate::warehouse::schema::TableSchema;
 
@@ -79,11 +77,7 @@ impl JsonEncoder {
     /// Appends the batch's rows to `out`.
     pub fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) {
         // Each column's encoder is chosen once per batch, not per cell.
-        let cols: Vec<Col> = batch
-            .columns()
-            .iter()
-            .map(|c| Col::of(c.as_ref()))
-            .collect();
+        let cols = Column::all(batch).expect("the reader only yields warehouse types");
         for row in 0..batch.num_rows() {
             out.extend_from_slice(match (self.ndjson, self.rows) {
                 (true, _) => b"{",
@@ -95,7 +89,7 @@ impl JsonEncoder {
                     out.push(b',');
                 }
                 out.extend_from_slice(&self.keys[i]);
-                col.write(row, self.int64_as_string, out);
+                write_cell(col.cell(row), self.int64_as_string, out);
             }
             out.extend_from_slice(if self.ndjson { b"}\n" } else { b"}" });
             self.rows += 1;
@@ -150,69 +144,31 @@ impl super::Encoder for JsonEncoder {
     }
 }
 
-/// One column, typed once.
-enum Col<'a> {
-    Str(&'a StringArray),
-    Int(&'a Int64Array),
-    Float(&'a Float64Array),
-    Bool(&'a BooleanArray),
-    Ts(&'a TimestampMicrosecondArray),
-}
-
-impl<'a> Col<'a> {
-    fn of(col: &'a dyn Array) -> Col<'a> {
-        match col.data_type() {
-            DataType::Utf8 => Col::Str(col.as_string::<i32>()),
-            DataType::Int64 => Col::Int(col.as_primitive::<Int64Type>()),
-            DataType::Float64 => Col::Float(col.as_primitive::<Float64Type>()),
-            DataType::Boolean => Col::Bool(col.as_boolean()),
-            DataType::Timestamp(_, _) => Col::Ts(col.as_primitive::<TimestampMicrosecondType>()),
-            other => unreachable!("the reader only yields warehouse types, got {other}"),
-        }
-    }
-
-    fn is_null(&self, row: usize) -> bool {
-        match self {
-            Col::Str(a) => a.is_null(row),
-            Col::Int(a) => a.is_null(row),
-            Col::Float(a) => a.is_null(row),
-            Col::Bool(a) => a.is_null(row),
-            Col::Ts(a) => a.is_null(row),
-        }
-    }
-
-    fn write(&self, row: usize, int64_as_string: bool, out: &mut Vec<u8>) {
-        if self.is_null(row) {
-            out.extend_from_slice(b"null");
-            return;
-        }
-        match self {
-            Col::Str(a) => write_str(a.value(row), out),
-            Col::Int(a) => {
-                let mut buf = itoa::Buffer::new();
-                let text = buf.format(a.value(row)).as_bytes();
-                if int64_as_string {
-                    out.push(b'"');
-                    out.extend_from_slice(text);
-                    out.push(b'"');
-                } else {
-                    out.extend_from_slice(text);
-                }
-            }
-            Col::Float(a) => {
-                let v = a.value(row);
-                if v.is_finite() {
-                    out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
-                } else {
-                    out.extend_from_slice(b"null");
-                }
-            }
-            Col::Bool(a) => out.extend_from_slice(if a.value(row) { b"true" } else { b"false" }),
-            Col::Ts(a) => {
+/// Writes one cell as a JSON value.
+fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
+    match cell {
+        Cell::Null => out.extend_from_slice(b"null"),
+        Cell::Str(s) => write_str(s, out),
+        Cell::Int(v) => {
+            let mut buf = itoa::Buffer::new();
+            let text = buf.format(v).as_bytes();
+            if int64_as_string {
                 out.push(b'"');
-                write_rfc3339(a.value(row), out);
+                out.extend_from_slice(text);
                 out.push(b'"');
+            } else {
+                out.extend_from_slice(text);
             }
+        }
+        Cell::Float(v) if v.is_finite() => {
+            out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
+        }
+        Cell::Float(_) => out.extend_from_slice(b"null"),
+        Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Cell::Ts(v) => {
+            out.push(b'"');
+            write_rfc3339(v, out);
+            out.push(b'"');
         }
     }
 }

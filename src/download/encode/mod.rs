@@ -2,6 +2,7 @@
 //! appended to a caller's buffer so the stream can send (and compress) chunk by chunk.
 
 mod arrow;
+mod column;
 mod csv;
 pub mod json;
 

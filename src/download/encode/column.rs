@@ -1,0 +1,78 @@
+//! A batch's columns typed once, for the text encoders (JSON, NDJSON, CSV): each column's
+//! concrete array is looked up per batch, so writing a cell is one match, not a type dispatch
+//! and a downcast.
+
+use arrow::array::{
+    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
+
+use super::EncodeError;
+
+/// One column of a batch.
+pub enum Column<'a> {
+    /// Text.
+    Str(&'a StringArray),
+    /// int64.
+    Int(&'a Int64Array),
+    /// float64.
+    Float(&'a Float64Array),
+    /// boolean.
+    Bool(&'a BooleanArray),
+    /// timestamp µs UTC.
+    Ts(&'a TimestampMicrosecondArray),
+}
+
+/// One cell's value.
+pub enum Cell<'a> {
+    /// Null.
+    Null,
+    /// Text.
+    Str(&'a str),
+    /// int64.
+    Int(i64),
+    /// float64 (possibly NaN or infinite).
+    Float(f64),
+    /// boolean.
+    Bool(bool),
+    /// µs since the epoch, UTC.
+    Ts(i64),
+}
+
+impl<'a> Column<'a> {
+    /// The typed view of `col` (one of the warehouse's Arrow types).
+    pub fn of(col: &'a dyn Array) -> Result<Column<'a>, EncodeError> {
+        Ok(match col.data_type() {
+            DataType::Utf8 => Column::Str(col.as_string::<i32>()),
+            DataType::Int64 => Column::Int(col.as_primitive::<Int64Type>()),
+            DataType::Float64 => Column::Float(col.as_primitive::<Float64Type>()),
+            DataType::Boolean => Column::Bool(col.as_boolean()),
+            DataType::Timestamp(_, _) => Column::Ts(col.as_primitive::<TimestampMicrosecondType>()),
+            other => return Err(EncodeError(format!("cannot write {other} as text"))),
+        })
+    }
+
+    /// Every column of a batch.
+    pub fn all(
+        batch: &'a arrow::record_batch::RecordBatch,
+    ) -> Result<Vec<Column<'a>>, EncodeError> {
+        batch
+            .columns()
+            .iter()
+            .map(|c| Column::of(c.as_ref()))
+            .collect()
+    }
+
+    /// The value at `row`.
+    #[inline]
+    pub fn cell(&self, row: usize) -> Cell<'a> {
+        match self {
+            Column::Str(a) if a.is_valid(row) => Cell::Str(a.value(row)),
+            Column::Int(a) if a.is_valid(row) => Cell::Int(a.value(row)),
+            Column::Float(a) if a.is_valid(row) => Cell::Float(a.value(row)),
+            Column::Bool(a) if a.is_valid(row) => Cell::Bool(a.value(row)),
+            Column::Ts(a) if a.is_valid(row) => Cell::Ts(a.value(row)),
+            _ => Cell::Null,
+        }
+    }
+}
