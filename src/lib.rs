@@ -8,9 +8,10 @@
 //! [`ingest::dispatch`]er then hands logged events, in log order, to the team's actor
 //! ([`ingest::team`]), which buffers them per table in Arrow builders. On a timer,
 //! a row count or a byte size, the actor hands its buffers to [`ingest::flush`], which encodes
-//! Parquet off the actor loop ([`warehouse::writer`]), puts the file in the object store under the
-//! [`warehouse::layout`] path, commits it to the catalog together with the team's WAL watermark,
-//! and only then releases the buffer and, eventually, the WAL segments. A
+//! Parquet off the actor loop ([`warehouse::writer`]), reserves the [`warehouse::layout`] path in
+//! the catalog, puts the file (synced) in the object store, commits it to the catalog together
+//! with the team's WAL watermark, and only then releases the buffer and, eventually, the WAL
+//! segments (their client ids archived for the dedup window). A
 //! download (`POST /data/table`) resolves the element in the catalog, takes a snapshot of the
 //! table's committed files, reads them with Arrow ([`warehouse::reader`]) and streams them out
 //! batch by batch through [`download`].
