@@ -6,31 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use common::process::{self, download, send};
-use common::{ids, wait_for};
+use common::{ids, parquet_files, wait_for};
 use serde_json::json;
-
-fn parquet_files(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                out.push(p);
-            }
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_stalled_past_the_orphan_grace_loses_nothing() {

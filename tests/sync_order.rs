@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
+use common::parquet_files;
 use common::process::{self, download};
 use serde_json::json;
 
@@ -163,20 +163,4 @@ fn stop_traced(mut proc: process::Proc) {
             .success()
     );
     proc.child.wait().unwrap();
-}
-
-fn parquet_files(root: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|x| x == "parquet") {
-                out.push(p);
-            }
-        }
-    }
-    out
 }

@@ -21,6 +21,7 @@ use tracing::{info, warn};
 use super::layout::DataFilePath;
 use super::reader::align;
 use super::schema::{ColumnType, TableSchema};
+use super::text;
 use super::writer;
 use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile, TeamId};
 use crate::config::{CompactionConfig, ParquetConfig};
@@ -228,8 +229,8 @@ fn ints_or_text<T>(builder: &parquet::arrow::arrow_reader::ArrowReaderBuilder<T>
                         .all(|rg| match rg.column(i).statistics() {
                             Some(Statistics::Int64(s)) => [s.min_opt(), s.max_opt()]
                                 .iter()
-                                // Every integer within ±2^53 converts exactly.
-                                .all(|v| v.is_none_or(|v| v.unsigned_abs() <= 1 << 53)),
+                                // Within ±2^53 so is every integer between min and max.
+                                .all(|v| v.is_none_or(|v| text::int_is_safe_in_float(*v))),
                             _ => false,
                         })
                 });

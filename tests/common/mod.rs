@@ -217,3 +217,23 @@ pub const SEED_EVENT: &str = r#"{"version":1,"type":"event","event":"Purchased a
 pub fn python() -> String {
     std::env::var("STOWAGE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
+
+/// Every `.parquet` file under `root` (none if it does not exist yet).
+pub fn parquet_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "parquet") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
