@@ -97,6 +97,10 @@ pub struct IngestConfig {
     pub ack: AckMode,
     /// Largest accepted event body (after gzip decompression).
     pub max_body: ByteSize,
+    /// Largest accepted `POST /v1/batch` body (after gzip decompression).
+    pub max_batch_body: ByteSize,
+    /// Most messages in one `POST /v1/batch`.
+    pub max_batch_events: usize,
     /// Largest accepted `POST /v1/import` body (after gzip decompression).
     pub max_import_body: ByteSize,
     /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
@@ -114,6 +118,8 @@ impl Default for IngestConfig {
         Self {
             ack: AckMode::Durable,
             max_body: ByteSize(32 * 1024),
+            max_batch_body: ByteSize(512 * 1024),
+            max_batch_events: 2500,
             max_import_body: ByteSize(1 << 30),
             team_budget: ByteSize(256 << 20),
             global_budget: ByteSize(1 << 30),
@@ -496,6 +502,12 @@ impl Config {
         }
         if self.ingest.max_body.0 == 0 {
             return bad("ingest.max_body", "must be greater than zero");
+        }
+        if self.ingest.max_batch_body.0 == 0 {
+            return bad("ingest.max_batch_body", "must be greater than zero");
+        }
+        if self.ingest.max_batch_events == 0 {
+            return bad("ingest.max_batch_events", "must be greater than zero");
         }
         if self.ingest.team_budget.0 > self.ingest.global_budget.0 {
             return bad("ingest.team_budget", "must not exceed ingest.global_budget");

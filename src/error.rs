@@ -22,6 +22,11 @@ pub struct ApiError {
     pub retry_after: Option<Duration>,
     /// `Allow` for 405.
     pub allow: Option<&'static str>,
+    /// Per-item errors of a refused batch (`error.errors`).
+    pub errors: Option<Box<Vec<serde_json::Value>>>,
+    /// Also put `code` and `message` at the top level of the body, where Segment SDKs read
+    /// them (the Segment endpoints, SPEC §2.2).
+    pub segment: bool,
 }
 
 impl ApiError {
@@ -34,6 +39,8 @@ impl ApiError {
             field: None,
             retry_after: None,
             allow: None,
+            errors: None,
+            segment: false,
         }
     }
 
@@ -94,13 +101,26 @@ impl ApiError {
         )
     }
 
+    /// In the Segment shape: `code` and `message` at the top level too.
+    pub fn segment(mut self) -> Self {
+        self.segment = true;
+        self
+    }
+
     /// The JSON body.
     pub fn body(&self) -> serde_json::Value {
         let mut err = json!({"code": self.code, "message": self.message});
         if let Some(f) = &self.field {
             err["field"] = json!(f);
         }
-        json!({ "error": err })
+        if let Some(errors) = &self.errors {
+            err["errors"] = json!(errors);
+        }
+        if self.segment {
+            json!({"code": self.code, "message": self.message, "error": err})
+        } else {
+            json!({ "error": err })
+        }
     }
 }
 

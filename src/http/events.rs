@@ -64,13 +64,39 @@ async fn accept(
         .into_response())
 }
 
-/// The team of a valid events token, or the 401/403 that explains why not.
+/// The team of a valid events token (`X-Auth-Token`, or HTTP Basic with the token as the user
+/// name), or the 401/403 that explains why not.
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiError> {
-    let Some(token) = header_str(headers, "x-auth-token").filter(|t| !t.is_empty()) else {
+    check_token(state, header_token(headers).as_deref())
+}
+
+/// The events token a request's headers carry: `X-Auth-Token`, else the user name of HTTP Basic
+/// auth (what Segment SDKs send; the password is ignored).
+pub fn header_token(headers: &HeaderMap) -> Option<String> {
+    if let Some(t) = header_str(headers, "x-auth-token").filter(|t| !t.is_empty()) {
+        return Some(t.to_string());
+    }
+    let auth = header_str(headers, "authorization")?;
+    let (scheme, creds) = auth.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(creds.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let user = text.split_once(':').map_or(text.as_str(), |(u, _)| u);
+    (!user.is_empty()).then(|| user.to_string())
+}
+
+/// The team of `token`, or the 401/403 that explains why not.
+pub fn check_token(state: &AppState, token: Option<&str>) -> Result<TeamId, ApiError> {
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "missing_token",
-            "X-Auth-Token header is required",
+            "an events token is required: X-Auth-Token header, HTTP Basic user name, or writeKey",
         ));
     };
     match state.catalog.auth_events_token(token) {
@@ -93,7 +119,7 @@ pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, Api
 }
 
 /// `X-Stowage-Wait: committed` holds the response until the event is in a committed file.
-fn wait_header(headers: &HeaderMap) -> Result<Wait, ApiError> {
+pub fn wait_header(headers: &HeaderMap) -> Result<Wait, ApiError> {
     match header_str(headers, "x-stowage-wait") {
         None | Some("") => Ok(Wait::Ack),
         Some(v) if v.eq_ignore_ascii_case("committed") => Ok(Wait::Committed),
@@ -119,7 +145,12 @@ async fn submit(
     } else if result.is_ok() {
         metrics::counter!("stowage_events_accepted_total", "kind" => "stored").increment(1);
     }
-    result.map(|_| ()).map_err(|e| match e {
+    result.map(|_| ()).map_err(|e| ingest_error(team, e, retry))
+}
+
+/// The client-visible error of a refused submission.
+pub fn ingest_error(team: &TeamId, e: IngestError, retry: std::time::Duration) -> ApiError {
+    match e {
         IngestError::TeamBufferFull => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "team_buffer_full",
@@ -163,5 +194,5 @@ async fn submit(
             error!(team = %team, error = %e, "event not accepted");
             ApiError::internal()
         }
-    })
+    }
 }

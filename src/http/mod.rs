@@ -7,6 +7,7 @@ pub mod health;
 pub mod import;
 pub mod metrics;
 pub mod router;
+pub mod segment;
 pub mod tables;
 
 pub use router::{AppState, router};

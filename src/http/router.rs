@@ -7,7 +7,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use object_store::ObjectStore;
 
-use super::{events, health, import, metrics, tables};
+use super::{events, health, import, metrics, segment, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -34,6 +34,16 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/v1/event",
             post(events::post_event).fallback(|| async { ApiError::method_not_allowed("POST") }),
+        )
+        .route(
+            "/v1/batch",
+            post(segment::post_batch)
+                .fallback(|| async { ApiError::method_not_allowed("POST").segment() }),
+        )
+        .route(
+            "/v1/{call}",
+            post(segment::post_call)
+                .fallback(|| async { ApiError::method_not_allowed("POST").segment() }),
         )
         .route(
             "/v1/import",

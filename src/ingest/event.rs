@@ -56,7 +56,9 @@ pub struct EventRows {
     pub id: String,
     /// Whether `id` came from the client (and so takes part in dedup).
     pub client_id: bool,
-    /// The per-event table.
+    /// Whether the event also writes a `tracks` row (track calls).
+    pub tracks: bool,
+    /// The per-event table (of a track call), or the call's table (`identifies`, `pages`, …).
     pub table: String,
     /// Standard columns: the whole `tracks` row, and the start of the event table's row.
     pub standard: Vec<Cell>,
@@ -84,17 +86,28 @@ impl EventRows {
     }
 
     /// Cells of the `tracks` row.
-    pub fn tracks_row(&self) -> impl Iterator<Item = &Cell> {
+    pub fn tracks_row(&self) -> RowCells<'_> {
         self.standard.iter().chain(&self.tracks_only)
     }
 
     /// Cells of the event table's row.
-    pub fn event_row(&self) -> impl Iterator<Item = &Cell> {
+    pub fn event_row(&self) -> RowCells<'_> {
         self.standard.iter().chain(&self.properties)
+    }
+
+    /// Every row the event writes, with its table: `tracks` (track calls only), then its own.
+    pub fn rows(&self) -> impl Iterator<Item = (&str, RowCells<'_>)> {
+        let tracks = self.tracks.then(|| ("tracks", self.tracks_row()));
+        tracks
+            .into_iter()
+            .chain(std::iter::once((self.table.as_str(), self.event_row())))
     }
 }
 
-fn bad(code: &'static str, field: &str, message: impl Into<String>) -> ApiError {
+/// The cells of one row of an event.
+pub type RowCells<'a> = std::iter::Chain<std::slice::Iter<'a, Cell>, std::slice::Iter<'a, Cell>>;
+
+pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> ApiError {
     ApiError::bad_request(code, message).field(field)
 }
 
@@ -136,7 +149,7 @@ pub type Top<'a> = BTreeMap<String, &'a RawValue>;
 
 /// A top-level field as a JSON value (`None` when absent); a value serde cannot represent (a
 /// number beyond float64) is refused with `code`, never taken as absent.
-fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, ApiError> {
+pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, ApiError> {
     obj.get(field)
         .map(|raw| serde_json::from_str(raw.get()))
         .transpose()
@@ -195,21 +208,84 @@ pub fn from_object(
             "event must contain at least one letter or digit to name a table",
         )
     })?;
-    let timestamp = match get(obj, "timestamp", "invalid_timestamp")? {
-        None | Some(Json::Null) => received_at.timestamp_micros(),
-        Some(v) => parse_time(&v).ok_or_else(|| {
-            bad("invalid_timestamp", "timestamp", "timestamp must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z")
-        })?,
-    };
-    let sent_at = match get(obj, "sentAt", "invalid_timestamp")? {
-        None | Some(Json::Null) => None,
-        Some(v) => Some(parse_time(&v).ok_or_else(|| {
+    let common = common_fields(obj, received_at, id_override, None)?;
+    let mut standard: Vec<Cell> = vec![
+        ("id".into(), Value::Str(common.id.clone())),
+        ("event".into(), Value::Str(table.clone())),
+        ("event_text".into(), Value::Str(event_text.clone())),
+    ];
+    standard.extend(common.cells);
+    let (id, client_id) = (common.id, common.client_id);
+    let context = object_field(obj, "context")?;
+    let properties = object_field(obj, "properties")?;
+    finish(
+        Parts {
+            id,
+            client_id,
+            tracks: true,
+            table,
+            standard,
+            context,
+            properties,
+            properties_field: "properties",
+            reserved: Names::Property,
+        },
+        max_columns,
+    )
+}
+
+/// The id and the standard time and user cells of an event.
+pub(super) struct Common {
+    /// `messageId`, the replayed id, or a new UUIDv7.
+    pub id: String,
+    /// Whether the id came from the client.
+    pub client_id: bool,
+    /// `timestamp`, `received_at`, then when present `original_timestamp`, `sent_at`,
+    /// `user_id`, `anonymous_id`.
+    pub cells: Vec<Cell>,
+}
+
+/// Reads `timestamp`, `sentAt`, `messageId`, `userId` and `anonymousId`. With `skew` (the
+/// Segment calls), `sentAt` falls back to the batch's, and when both `timestamp` and `sentAt`
+/// are known the stored timestamp is corrected for the client's clock: `received_at − (sentAt −
+/// timestamp)`, the client's value kept as `original_timestamp`.
+pub(super) fn common_fields(
+    obj: &Top,
+    received_at: DateTime<Utc>,
+    id_override: Option<&str>,
+    skew: Option<Option<&RawValue>>,
+) -> Result<Common, ApiError> {
+    let received = received_at.timestamp_micros();
+    let time = |v: Json, field: &str| {
+        parse_time(&v).ok_or_else(|| {
             bad(
                 "invalid_timestamp",
-                "sentAt",
-                "sentAt must be an ISO 8601 date-time with an offset or Z",
+                field,
+                format!("{field} must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z"),
             )
-        })?),
+        })
+    };
+    let client_ts = match get(obj, "timestamp", "invalid_timestamp")? {
+        None | Some(Json::Null) => None,
+        Some(v) => Some(time(v, "timestamp")?),
+    };
+    let mut sent_at = match get(obj, "sentAt", "invalid_timestamp")? {
+        None | Some(Json::Null) => None,
+        Some(v) => Some(time(v, "sentAt")?),
+    };
+    if let (None, Some(Some(batch))) = (sent_at, skew) {
+        let v: Json = serde_json::from_str(batch.get())
+            .map_err(|e| bad("invalid_timestamp", "sentAt", e.to_string()))?;
+        if !v.is_null() {
+            sent_at = Some(time(v, "sentAt")?);
+        }
+    }
+    let (timestamp, original) = match (client_ts, sent_at, skew.is_some()) {
+        (None, _, _) => (received, None),
+        (Some(ts), Some(sent), true) => {
+            (received.saturating_sub(sent.saturating_sub(ts)), Some(ts))
+        }
+        (Some(ts), _, _) => (ts, None),
     };
     let message_id = text_field(obj, "messageId")?.filter(|id| !id.is_empty());
     let client_id = message_id.is_some();
@@ -218,48 +294,92 @@ pub fn from_object(
         (None, Some(id)) => id,
         (None, None) => uuid::Uuid::now_v7().to_string(),
     };
-
-    let mut standard: Vec<Cell> = vec![
-        ("id".into(), Value::Str(id.clone())),
-        ("event".into(), Value::Str(table.clone())),
-        ("event_text".into(), Value::Str(event_text.clone())),
+    let mut cells: Vec<Cell> = vec![
         ("timestamp".into(), Value::Ts(timestamp)),
-        (
-            "received_at".into(),
-            Value::Ts(received_at.timestamp_micros()),
-        ),
+        ("received_at".into(), Value::Ts(received)),
     ];
+    if let Some(o) = original {
+        cells.push(("original_timestamp".into(), Value::Ts(o)));
+    }
     if let Some(s) = sent_at {
-        standard.push(("sent_at".into(), Value::Ts(s)));
+        cells.push(("sent_at".into(), Value::Ts(s)));
     }
     for (field, column) in [("userId", "user_id"), ("anonymousId", "anonymous_id")] {
         if let Some(v) = text_field(obj, field)? {
-            standard.push((column.into(), Value::Str(v)));
+            cells.push((column.into(), Value::Str(v)));
         }
     }
-    let object = |field: &str, code: &'static str| -> Result<Option<RawObject>, ApiError> {
-        match obj.get(field).map(|r| r.get()) {
-            None | Some("null") => Ok(None),
-            Some(t) if t.starts_with('{') => serde_json::from_str(t)
-                .map(Some)
-                .map_err(|e| bad("invalid_json", field, e.to_string())),
-            Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
-        }
+    Ok(Common {
+        id,
+        client_id,
+        cells,
+    })
+}
+
+/// A top-level field that must be an object (or absent/null).
+pub(super) fn object_field<'a>(
+    obj: &Top<'a>,
+    field: &str,
+) -> Result<Option<RawObject<'a>>, ApiError> {
+    let code = match field {
+        "context" => "invalid_context",
+        "properties" => "invalid_properties",
+        "traits" => "invalid_traits",
+        _ => "invalid_field",
     };
+    match obj.get(field).map(|r| r.get()) {
+        None | Some("null") => Ok(None),
+        Some(t) if t.starts_with('{') => serde_json::from_str(t)
+            .map(Some)
+            .map_err(|e| bad("invalid_json", field, e.to_string())),
+        Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
+    }
+}
+
+/// An event's pieces before flattening: the standard cells so far, and its context and
+/// properties (or traits) objects.
+pub(super) struct Parts<'a> {
+    pub id: String,
+    pub client_id: bool,
+    pub tracks: bool,
+    pub table: String,
+    pub standard: Vec<Cell>,
+    pub context: Option<RawObject<'a>>,
+    pub properties: Option<RawObject<'a>>,
+    /// Field name of `properties` in error messages (`traits` for identify and group).
+    pub properties_field: &'static str,
+    /// How property names are finished (which standard names they must not take).
+    pub reserved: Names,
+}
+
+/// Flattens context (into the standard cells) and properties, routes collision losers to
+/// `_unmapped`, and checks the column limit of every table the event writes.
+pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, ApiError> {
+    let Parts {
+        id,
+        client_id,
+        tracks,
+        table,
+        mut standard,
+        context,
+        properties: props,
+        properties_field,
+        reserved,
+    } = p;
     let mut losers = Vec::new();
-    if let Some(ctx) = object("context", "invalid_context")? {
+    if let Some(ctx) = context {
         let (cells, lost) =
             flatten::flatten(&ctx, "context", &["context"], "context", Names::Plain)?;
         standard.extend(cells);
         losers.extend(lost);
     }
     let mut tracks_only = Vec::new();
-    if !losers.is_empty() {
+    if tracks && !losers.is_empty() {
         tracks_only.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
     }
     let mut properties = Vec::new();
-    if let Some(props) = object("properties", "invalid_properties")? {
-        let (cells, lost) = flatten::flatten(&props, "", &[], "properties", Names::Property)?;
+    if let Some(props) = props {
+        let (cells, lost) = flatten::flatten(&props, "", &[], properties_field, reserved)?;
         properties = cells;
         losers.extend(lost);
     }
@@ -272,19 +392,18 @@ pub fn from_object(
     let rows = EventRows {
         id,
         client_id,
+        tracks,
         table,
         standard,
         tracks_only,
         properties,
     };
-    for (table, n) in [
-        ("tracks", columns(&mut rows.tracks_row())),
-        (rows.table.as_str(), columns(&mut rows.event_row())),
-    ] {
+    for (table, mut cells) in rows.rows() {
+        let n = columns(&mut cells);
         if n > max_columns {
             return Err(bad(
                 "too_many_columns",
-                "properties",
+                properties_field,
                 format!(
                     "this event needs {n} columns in {table}; a table may have at most {max_columns}"
                 ),
@@ -293,11 +412,12 @@ pub fn from_object(
     }
     Ok(rows)
 }
+
 /// Longest accepted `messageId`, `userId` or `anonymousId`, in bytes.
 pub const MAX_ID_BYTES: usize = 1024;
 
 /// A string field, or a number given where Segment allows one (`userId: 42`).
-fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiError> {
+pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiError> {
     match get(obj, field, "invalid_field")? {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(

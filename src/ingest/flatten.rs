@@ -53,6 +53,8 @@ impl<'de> Deserialize<'de> for RawObject<'de> {
 pub enum Names {
     /// Event properties: names of standard columns (and the `context_` space) get `property_`.
     Property,
+    /// Like `Property`, and these extra standard columns of the table are reserved too.
+    PropertyReserving(&'static [&'static str]),
     /// As they are (context columns, imports).
     Plain,
 }
@@ -148,6 +150,7 @@ fn collect<'a>(
         let name = naming::normalize(&joined);
         let column = match names {
             Names::Property => naming::property_column(&name),
+            Names::PropertyReserving(extra) => naming::property_column_reserving(&name, extra),
             Names::Plain => name,
         };
         out.push(Candidate {

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 
-use super::event::{Cell, EventRows, Value};
+use super::event::{EventRows, Value};
 use super::team::AppendError;
 use crate::catalog::{Catalog, CatalogError, TeamId};
 use crate::config::LimitsConfig;
@@ -52,50 +52,64 @@ impl Limits {
     /// Refuses an event that would pass a limit; otherwise records its tables and columns.
     /// `enforce = false` (WAL replay) only records.
     pub fn admit(&self, team: &TeamId, ev: &EventRows, enforce: bool) -> Result<(), AppendError> {
+        self.admit_all(team, std::iter::once((0, ev)), enforce)
+            .map_err(|(_, e)| e)
+    }
+
+    /// [`Limits::admit`] for a batch, all or nothing: the first event (by its given index) that
+    /// would pass a limit, counting what the events before it add, refuses the whole batch and
+    /// nothing is recorded.
+    pub fn admit_all<'a>(
+        &self,
+        team: &TeamId,
+        events: impl Iterator<Item = (usize, &'a EventRows)>,
+        enforce: bool,
+    ) -> Result<(), (usize, AppendError)> {
         let shape = self
             .shape(team)
-            .map_err(|e| AppendError::Internal(e.to_string()))?;
+            .map_err(|e| (0, AppendError::Internal(e.to_string())))?;
         let mut tables = shape.lock().unwrap_or_else(|p| p.into_inner());
-        if enforce {
-            let new_tables = ["tracks", ev.table.as_str()]
-                .iter()
-                .filter(|t| !tables.contains_key(**t))
-                .count();
-            if tables.len() + new_tables > self.cfg.tables_per_team {
-                return Err(AppendError::TooManyTables(self.cfg.tables_per_team));
-            }
-            // Every table the event writes; only non-null cells can create a column.
-            for (table, cells) in [
-                (
-                    "tracks",
-                    &mut ev.tracks_row() as &mut dyn Iterator<Item = &Cell>,
-                ),
-                (ev.table.as_str(), &mut ev.event_row()),
-            ] {
-                let known = tables.get(table);
-                let new_cols = cells
-                    .filter(|(c, v)| *v != Value::Null && !known.is_some_and(|k| k.contains(c)))
+        // What this batch adds, checked together with what is known, merged only at the end.
+        let mut added: HashMap<String, HashSet<String>> = HashMap::new();
+        for (index, ev) in events {
+            if enforce {
+                let new_tables = ev
+                    .rows()
+                    .filter(|(t, _)| !tables.contains_key(*t) && !added.contains_key(*t))
                     .count();
-                if known.map_or(0, HashSet::len) + new_cols > self.cfg.columns_per_table {
-                    return Err(AppendError::TooManyColumns {
-                        table: table.to_string(),
-                        limit: self.cfg.columns_per_table,
-                    });
+                if tables.len()
+                    + added.keys().filter(|t| !tables.contains_key(*t)).count()
+                    + new_tables
+                    > self.cfg.tables_per_team
+                {
+                    return Err((index, AppendError::TooManyTables(self.cfg.tables_per_team)));
+                }
+            }
+            for (table, cells) in ev.rows() {
+                let known = tables.get(table);
+                let mine = added.entry(table.to_string()).or_default();
+                // Only non-null cells can create a column.
+                for (c, _) in cells.filter(|(_, v)| *v != Value::Null) {
+                    if !known.is_some_and(|k| k.contains(c)) {
+                        mine.insert(c.clone());
+                    }
+                }
+                if enforce
+                    && known.map_or(0, HashSet::len) + mine.len() > self.cfg.columns_per_table
+                {
+                    return Err((
+                        index,
+                        AppendError::TooManyColumns {
+                            table: table.to_string(),
+                            limit: self.cfg.columns_per_table,
+                        },
+                    ));
                 }
             }
         }
-        let columns = |cells: &mut dyn Iterator<Item = &Cell>| -> Vec<String> {
-            cells
-                .filter(|(_, v)| v.column_type().is_some())
-                .map(|(c, _)| c.clone())
-                .collect()
-        };
-        tables
-            .entry("tracks".into())
-            .or_default()
-            .extend(columns(&mut ev.tracks_row()));
-        let entry = tables.entry(ev.table.clone()).or_default();
-        entry.extend(columns(&mut ev.event_row()));
+        for (table, cols) in added {
+            tables.entry(table).or_default().extend(cols);
+        }
         Ok(())
     }
 }

@@ -14,6 +14,8 @@ pub mod flush;
 pub mod limits;
 pub mod progress;
 pub mod replay;
+pub mod segment;
+pub mod submit;
 pub mod supervisor;
 pub mod team;
 
@@ -27,11 +29,10 @@ use tracing::{error, info};
 
 use crate::catalog::{Catalog, TeamId};
 use crate::config::{AckMode, Config};
-use crate::wal::{self, Entry, Recovered, Wal, WalError, WalOptions, Written};
-use admission::{Admission, Refusal};
-use dedup::{Claim, Dedup, Outcome};
+use crate::wal::{self, Append, Entry, Recovered, Wal, WalError, WalOptions, Written};
+use admission::Admission;
+use dedup::Dedup;
 use dispatch::{Control, Dispatcher, Payload};
-use event::EventRows;
 use limits::Limits;
 use progress::Progress;
 use team::{AppendError, TeamCtx};
@@ -260,144 +261,22 @@ impl Ingest {
         &self.ctx.progress
     }
 
-    /// Accepts one event for `team`; `Ok` is the acknowledgement. With `ingest.ack = durable`
-    /// the event is in the WAL and fsync'd; with `buffered` it is queued in memory;
-    /// with [`Wait::Committed`] it is in a committed Parquet file.
-    pub async fn submit(
-        self: &Arc<Self>,
-        team: &TeamId,
-        rows: EventRows,
-        body: Bytes,
-        received_at: i64,
-        wait: Wait,
-    ) -> Result<Accepted, IngestError> {
-        if self.closing.load(Ordering::Acquire) {
-            return Err(IngestError::ShuttingDown);
-        }
-        if !self.is_ready() {
-            return Err(IngestError::Recovering);
-        }
-        let mut ticket = None;
-        if rows.client_id {
-            loop {
-                match self.dedup.claim(team, &rows.id, received_at) {
-                    Claim::New(t) => {
-                        ticket = Some(t);
-                        break;
-                    }
-                    Claim::Seen(mut rx) => {
-                        // Wait for the original: acknowledge only if it was stored.
-                        let outcome = rx
-                            .wait_for(|o| *o != Outcome::Pending)
-                            .await
-                            .map(|o| *o)
-                            .ok();
-                        if outcome == Some(Outcome::Stored) {
-                            metrics::counter!("stowage_events_duplicate_total").increment(1);
-                            return Ok(Accepted::Duplicate);
-                        }
-                    }
-                }
-            }
-        }
-        let flags = if ticket.is_some() {
-            wal::record::FLAG_CLIENT_ID
-        } else {
-            0
-        };
-        // Its own task: a client that disconnects must not cancel the outcome half-way (a
-        // claimed id would stay pending, or an accepted event's id be forgotten).
-        let (me, team) = (self.clone(), team.clone());
-        tokio::spawn(async move {
-            let result = me.log(&team, rows, body, received_at, wait, flags).await;
-            if let Some(t) = ticket {
-                me.dedup.resolve(t, result.is_ok());
-            }
-            result.map(|_| Accepted::Stored)
-        })
-        .await
-        .map_err(|e| IngestError::Append(AppendError::Internal(e.to_string())))?
-    }
-
-    /// Limits, budgets, the WAL append and the wait the client asked for.
-    async fn log(
-        &self,
-        team: &TeamId,
-        rows: EventRows,
-        body: Bytes,
-        received_at: i64,
-        wait: Wait,
-        flags: u8,
-    ) -> Result<(), IngestError> {
-        self.limits.admit(team, &rows, true)?;
-        let bytes = rows.approx_bytes();
-        self.ctx.admission.admit(team, bytes).map_err(|r| match r {
-            Refusal::Team => IngestError::TeamBufferFull,
-            Refusal::Global => IngestError::Overloaded,
-        })?;
-        // Buffered acks only while the log can be written: once a write failed, every event
-        // waits for its own write, so nothing is acknowledged that the log could not hold.
-        let need_seq =
-            self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
-        let (ack_tx, ack_rx) = if need_seq {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
-        let entry = Entry {
-            team: team.clone(),
-            flags,
-            received_at,
-            id: rows.id.clone(),
-            body,
-            payload: Payload::Event {
-                rows: Arc::new(rows),
-                bytes,
-            },
-            ack: ack_tx,
-        };
-        let release = || self.ctx.admission.release(team, bytes);
-        if let Err(e) = self.wal.append(entry) {
-            release();
-            return Err(e.into());
-        }
-        let Some(ack_rx) = ack_rx else {
-            return Ok(());
-        };
-        let seq = match ack_rx.await {
-            Ok(Ok(seq)) => seq,
-            Ok(Err(e)) => {
-                release();
-                return Err(e.into());
-            }
-            Err(_) => {
-                release();
-                return Err(WalError::Closed.into());
-            }
-        };
-        if wait == Wait::Committed {
-            let mut rx = self.ctx.progress.committed_rx(team);
-            // The sender lives as long as the progress map, so this only ends when committed.
-            let _ = rx.wait_for(|w| *w >= seq).await;
-        }
-        Ok(())
-    }
-
     /// Flushes every team and waits until every event acknowledged before the call is
     /// committed. The request travels through the WAL queue as a marker, so events still
     /// queued there (buffered acks) are included.
     pub async fn flush_all(&self) {
         let (tx, rx) = oneshot::channel();
-        let marker = Entry {
-            team: TeamId::from(""),
-            flags: wal::record::FLAG_MARKER,
-            received_at: 0,
-            id: String::new(),
-            body: Bytes::new(),
-            payload: Payload::FlushBarrier(tx),
-            ack: None,
-        };
+        let marker = Append::one(
+            Entry {
+                team: TeamId::from(""),
+                flags: wal::record::FLAG_MARKER,
+                received_at: 0,
+                id: String::new(),
+                body: Bytes::new(),
+                payload: Payload::FlushBarrier(tx),
+            },
+            None,
+        );
         if let Err(e) = self.wal.append(marker) {
             tracing::debug!(error = %e, "WAL closed; flushing directly");
             let (tx, rx) = oneshot::channel();

@@ -10,7 +10,12 @@ use crate::wal::{Record, segment};
 
 /// Rebuilds an event from its record, or explains why it cannot be (logged by the caller).
 pub fn rows_of(record: &Record) -> Result<EventRows, String> {
-    replay_event(&record.body, record.received_at, &record.id).map_err(|e| e.message)
+    if record.flags & crate::wal::record::FLAG_SEGMENT != 0 {
+        super::segment::replay_message(&record.body, record.received_at, &record.id)
+    } else {
+        replay_event(&record.body, record.received_at, &record.id)
+    }
+    .map_err(|e| e.message)
 }
 
 /// After a crash of `team`'s actor: waits for any flush of the dead actor to finish, then

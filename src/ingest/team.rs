@@ -278,17 +278,20 @@ impl TeamState {
     fn append(&mut self, myself: &ActorRef<TeamMsg>, ev: &EventRows, seq: u64, bytes: u64) {
         self.last_activity = Instant::now();
         self.last_seen_seq = seq;
-        let result = self
-            .tables
-            .entry("tracks".into())
-            .or_default()
-            .append(ev.tracks_row())
-            .and_then(|_| {
-                self.tables
-                    .entry(ev.table.clone())
+        let mut result = Ok(());
+        for (table, cells) in ev.rows() {
+            result = match self.tables.get_mut(table) {
+                Some(b) => b.append(cells),
+                None => self
+                    .tables
+                    .entry(table.to_string())
                     .or_default()
-                    .append(ev.event_row())
-            });
+                    .append(cells),
+            };
+            if result.is_err() {
+                break;
+            }
+        }
         if let Err(e) = result {
             // The record stays in the WAL; it is rebuilt if this actor restarts.
             error!(team = %self.team, seq, error = %e, "could not buffer an event");

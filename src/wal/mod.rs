@@ -20,7 +20,7 @@ use tracing::{info, warn};
 pub use ids::IdArchive;
 pub use record::Record;
 use segment::{End, SegmentMeta};
-pub use writer::{Entry, WalError, WalOptions, WalStats, Written};
+pub use writer::{Append, Entry, WalError, WalOptions, WalStats, Written};
 
 /// What to do with a corrupt record in the middle of the log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -150,7 +150,7 @@ pub fn recover(dir: &Path, policy: RecoveryPolicy) -> Result<Recovered, RecoverE
 
 /// The running log: appends go to the writer thread; the consumer receives them in order.
 pub struct Wal<T> {
-    tx: Mutex<Option<std::sync::mpsc::Sender<Entry<T>>>>,
+    tx: Mutex<Option<std::sync::mpsc::Sender<Append<T>>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     segments: Arc<Mutex<Vec<SegmentMeta>>>,
     next_seq: Arc<AtomicU64>,
@@ -216,10 +216,10 @@ impl<T: Send + 'static> Wal<T> {
     }
 
     /// Queues an append; its `ack` (if any) is answered after fsync.
-    pub fn append(&self, entry: Entry<T>) -> Result<(), WalError> {
+    pub fn append(&self, append: Append<T>) -> Result<(), WalError> {
         let guard = self.tx.lock().expect("wal sender lock");
         let tx = guard.as_ref().ok_or(WalError::Closed)?;
-        tx.send(entry).map_err(|_| WalError::Closed)
+        tx.send(append).map_err(|_| WalError::Closed)
     }
 
     /// The next sequence number to be assigned.

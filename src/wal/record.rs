@@ -10,6 +10,9 @@ use crate::catalog::TeamId;
 pub const HEADER: usize = 8;
 /// Flag: the id came from the client's `messageId` (so it takes part in dedup).
 pub const FLAG_CLIENT_ID: u8 = 1;
+/// Flag: the body is a Segment message envelope (`ingest::segment::envelope`), not a
+/// `/v1/event` body.
+pub const FLAG_SEGMENT: u8 = 2;
 /// Flag on an append request (never written): an ordering marker passed to the consumer after
 /// every entry queued before it, without a record or a sequence number.
 pub const FLAG_MARKER: u8 = 0x80;

@@ -47,7 +47,7 @@ pub enum WalError {
     Closed,
 }
 
-/// One append request.
+/// One record to append (part of an [`Append`]).
 pub struct Entry<T> {
     /// Owning team.
     pub team: TeamId,
@@ -61,8 +61,30 @@ pub struct Entry<T> {
     pub body: Bytes,
     /// Passed through to the consumer with the sequence number.
     pub payload: T,
-    /// Answered after fsync with the sequence number; `None` for fire-and-forget.
+}
+
+/// One append request: its entries are numbered consecutively, written in the same write and
+/// fsync, and succeed or fail together (a batch of events is one append and one acknowledgement).
+pub struct Append<T> {
+    /// The records, in order (a marker is an append of one entry flagged [`FLAG_MARKER`]).
+    pub entries: Vec<Entry<T>>,
+    /// Answered after fsync with the sequence number of the last entry; `None` for
+    /// fire-and-forget (buffered acknowledgements).
     pub ack: Option<oneshot::Sender<Result<u64, WalError>>>,
+}
+
+impl<T> Append<T> {
+    /// An append of one entry.
+    pub fn one(entry: Entry<T>, ack: Option<oneshot::Sender<Result<u64, WalError>>>) -> Self {
+        Append {
+            entries: vec![entry],
+            ack,
+        }
+    }
+
+    fn body_bytes(&self) -> usize {
+        self.entries.iter().map(|e| e.body.len()).sum()
+    }
 }
 
 /// An appended entry, in sequence order, for the consumer.
@@ -90,7 +112,7 @@ pub struct WalStats {
 
 pub(super) struct Writer<T> {
     pub opts: WalOptions,
-    pub rx: Receiver<Entry<T>>,
+    pub rx: Receiver<Append<T>>,
     pub out: mpsc::UnboundedSender<Written<T>>,
     pub segments: Arc<Mutex<Vec<SegmentMeta>>>,
     pub next_seq: Arc<AtomicU64>,
@@ -120,9 +142,9 @@ impl<T: Send + 'static> Writer<T> {
         );
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
-        let mut carry: Vec<(Entry<T>, u64)> = Vec::new();
+        let mut carry: Vec<(Append<T>, u64)> = Vec::new();
         let mut pause = RETRY_FIRST;
-        let mut batch: Vec<Entry<T>> = Vec::new();
+        let mut batch: Vec<Append<T>> = Vec::new();
         loop {
             let closed = if carry.is_empty() {
                 match self.rx.recv() {
@@ -145,45 +167,48 @@ impl<T: Send + 'static> Writer<T> {
             if !batch.is_empty() {
                 self.gather(&mut batch, last_sync);
             }
-            let mut entries: Vec<(Entry<T>, u64)> = std::mem::take(&mut carry);
-            for e in batch.drain(..) {
-                let s = if e.flags & FLAG_MARKER != 0 {
-                    0
-                } else {
-                    seq += 1;
-                    seq - 1
-                };
-                entries.push((e, s));
+            // Each append with the sequence number of its first entry (markers take none).
+            let mut appends: Vec<(Append<T>, u64)> = std::mem::take(&mut carry);
+            for a in batch.drain(..) {
+                let logged = a
+                    .entries
+                    .iter()
+                    .filter(|e| e.flags & FLAG_MARKER == 0)
+                    .count() as u64;
+                appends.push((a, seq));
+                seq += logged;
             }
             self.next_seq.store(seq, Ordering::Release);
             buf.clear();
-            for (e, s) in entries.iter().filter(|(_, s)| *s != 0) {
-                encode(
-                    *s,
-                    e.flags,
-                    e.received_at,
-                    e.team.as_str(),
-                    &e.id,
-                    &e.body,
-                    &mut buf,
-                );
+            let (mut first_seq, mut last_seq, mut records) = (None, 0, 0);
+            for (a, first) in &appends {
+                let logged = a.entries.iter().filter(|e| e.flags & FLAG_MARKER == 0);
+                for (s, e) in (*first..).zip(logged) {
+                    encode(
+                        s,
+                        e.flags,
+                        e.received_at,
+                        e.team.as_str(),
+                        &e.id,
+                        &e.body,
+                        &mut buf,
+                    );
+                    first_seq.get_or_insert(s);
+                    last_seq = last_seq.max(s);
+                    records += 1;
+                }
             }
-            let logged: Vec<u64> = entries
-                .iter()
-                .map(|(_, s)| *s)
-                .filter(|s| *s != 0)
-                .collect();
-            let (Some(&first_seq), Some(&last_seq)) = (logged.first(), logged.iter().max()) else {
+            let Some(first_seq) = first_seq else {
                 // Only markers.
-                entries
+                appends
                     .into_iter()
-                    .for_each(|(e, s)| self.deliver(e, s, Ok(())));
+                    .for_each(|(a, s)| self.deliver(a, s, Ok(())));
                 continue;
             };
             let started = Instant::now();
             let result = log.append(&buf, first_seq, last_seq);
             last_sync = Instant::now();
-            self.record_sync(started.elapsed(), logged.len());
+            self.record_sync(started.elapsed(), records);
             match result {
                 Ok(()) => {
                     self.stats
@@ -193,24 +218,24 @@ impl<T: Send + 'static> Writer<T> {
                         info!("WAL writes succeed again");
                     }
                     pause = RETRY_FIRST;
-                    entries
+                    appends
                         .into_iter()
-                        .for_each(|(e, s)| self.deliver(e, s, Ok(())));
+                        .for_each(|(a, s)| self.deliver(a, s, Ok(())));
                 }
                 Err(err) => {
-                    error!(error = %err, entries = entries.len(), "WAL write failed");
+                    error!(error = %err, appends = appends.len(), "WAL write failed");
                     self.healthy.store(false, Ordering::Release);
                     let msg = err.to_string();
-                    for (e, s) in entries {
-                        if e.ack.is_none() {
-                            carry.push((e, s)); // acknowledged already (or a marker): keep
+                    for (a, s) in appends {
+                        if a.ack.is_none() {
+                            carry.push((a, s)); // acknowledged already (or a marker): keep
                         } else {
-                            self.deliver(e, 0, Err(WalError::Io(msg.clone())));
+                            self.deliver(a, 0, Err(WalError::Io(msg.clone())));
                         }
                     }
                     if !carry.is_empty() {
                         error!(
-                            entries = carry.len(),
+                            appends = carry.len(),
                             retry_in_ms = pause.as_millis() as u64,
                             "acknowledged events held in memory until the WAL can be written"
                         );
@@ -224,7 +249,7 @@ impl<T: Send + 'static> Writer<T> {
         }
         if !carry.is_empty() {
             error!(
-                entries = carry.len(),
+                appends = carry.len(),
                 "WAL closed while acknowledged events could not be written; handing them on unlogged"
             );
             carry
@@ -248,8 +273,8 @@ impl<T: Send + 'static> Writer<T> {
 
     /// Adds to `batch` (which holds the first entry) until it is full or the sync interval
     /// since `last_sync` has passed.
-    fn gather(&self, batch: &mut Vec<Entry<T>>, last_sync: Instant) {
-        let mut bytes: usize = batch.iter().map(|e| e.body.len()).sum();
+    fn gather(&self, batch: &mut Vec<Append<T>>, last_sync: Instant) {
+        let mut bytes: usize = batch.iter().map(Append::body_bytes).sum();
         let deadline = last_sync + self.opts.sync_interval;
         while bytes < self.opts.batch_bytes {
             let next = match self.rx.try_recv() {
@@ -266,21 +291,38 @@ impl<T: Send + 'static> Writer<T> {
                     }
                 }
             };
-            bytes += next.body.len();
+            bytes += next.body_bytes();
             batch.push(next);
         }
     }
 
-    /// Answers one entry and, unless it failed, passes it on to the consumer. An entry whose
-    /// client got an error is never handed on (it was not stored).
-    fn deliver(&self, e: Entry<T>, seq: u64, result: Result<(), WalError>) {
+    /// Answers one append (with the sequence number of its last record) and, unless it failed,
+    /// passes its entries on to the consumer, numbered from `first`. An append whose client got
+    /// an error is never handed on (it was not stored).
+    fn deliver(&self, a: Append<T>, first: u64, result: Result<(), WalError>) {
+        let logged = a
+            .entries
+            .iter()
+            .filter(|e| e.flags & FLAG_MARKER == 0)
+            .count() as u64;
+        let last = (first + logged).saturating_sub(1);
         let pass_on = result.is_ok();
-        if let Some(ack) = e.ack {
-            let _ = ack.send(result.map(|_| seq));
+        if let Some(ack) = a.ack {
+            let _ = ack.send(result.map(|_| last));
         }
-        if pass_on {
+        if !pass_on {
+            return;
+        }
+        let mut seq = first;
+        for e in a.entries {
+            let s = if e.flags & FLAG_MARKER != 0 {
+                0
+            } else {
+                seq += 1;
+                seq - 1
+            };
             let _ = self.out.send(Written {
-                seq,
+                seq: s,
                 team: e.team,
                 payload: e.payload,
             });

@@ -55,13 +55,24 @@ pub fn normalize(raw: &str) -> String {
     s
 }
 
-/// The table an event lands in: `normalize(event)`, with `tracks` renamed to `tracks_event`.
-/// `None` when the name normalises to nothing.
+/// Tables of the Segment calls (SPEC §2.2): an event that normalises to one of these names is
+/// stored as `<name>_event`.
+pub const CALL_TABLES: &[&str] = &[
+    "tracks",
+    "identifies",
+    "pages",
+    "screens",
+    "groups",
+    "aliases",
+];
+
+/// The table an event lands in: `normalize(event)`, with the call tables (`tracks`,
+/// `identifies`, …) renamed to `<name>_event`. `None` when the name normalises to nothing.
 pub fn event_table(event: &str) -> Option<String> {
     let name = normalize(event);
     match name.as_str() {
         "" => None,
-        "tracks" => Some("tracks_event".into()),
+        n if CALL_TABLES.contains(&n) => Some(format!("{n}_event")),
         _ => Some(name),
     }
 }
@@ -69,7 +80,16 @@ pub fn event_table(event: &str) -> Option<String> {
 /// The column a property is stored in: names that collide with a standard column (or the
 /// `context_` namespace) get a `property_` prefix.
 pub fn property_column(normalized: &str) -> String {
-    if STANDARD_COLUMNS.contains(&normalized) || normalized.starts_with("context_") {
+    property_column_reserving(normalized, &[])
+}
+
+/// [`property_column`] for a table whose standard columns include `extra` too (`name` of
+/// `pages`, `group_id` of `groups`, …).
+pub fn property_column_reserving(normalized: &str, extra: &[&str]) -> String {
+    if STANDARD_COLUMNS.contains(&normalized)
+        || extra.contains(&normalized)
+        || normalized.starts_with("context_")
+    {
         // Normalising again only cuts at the limit without leaving a trailing `_`.
         normalize(&format!("property_{normalized}"))
     } else {

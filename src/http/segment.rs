@@ -1,0 +1,313 @@
+//! The Segment Tracking API (SPEC §2.2): `POST /v1/batch` (a JSON `{"batch":[…]}` or NDJSON)
+//! and `POST /v1/track|identify|page|screen|group|alias`. Auth by `X-Auth-Token`, HTTP Basic or
+//! the body's `writeKey`; validation is all-or-nothing; a batch is one submission. Errors carry
+//! `code` and `message` at the top level too, where Segment SDKs read them.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::AppState;
+use super::body::{header_str, read_limited};
+use super::events::{check_token, header_token, ingest_error, wait_header};
+use crate::error::ApiError;
+use crate::ingest::event::Top;
+use crate::ingest::segment::{Call, Shared, envelope, parse_message};
+use crate::ingest::submit::Item;
+use crate::wal::record::FLAG_SEGMENT;
+
+/// `POST /v1/batch`.
+pub async fn post_batch(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    accept(&state, &headers, body, None).await.map_err(rejected)
+}
+
+/// `POST /v1/{call}` for the six Segment calls.
+pub async fn post_call(
+    State(state): State<AppState>,
+    Path(call): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let Some(call) = Call::from_type(&call).filter(|_| call != "event") else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such endpoint",
+        ));
+    };
+    accept(&state, &headers, body, Some(call))
+        .await
+        .map_err(rejected)
+}
+
+fn rejected(e: ApiError) -> ApiError {
+    metrics::counter!("stowage_events_rejected_total", "code" => e.code).increment(1);
+    e.segment()
+}
+
+/// A JSON batch body; other top-level fields are ignored.
+#[derive(Deserialize)]
+struct BatchBody<'a> {
+    #[serde(borrow)]
+    batch: Option<Vec<&'a RawValue>>,
+    #[serde(borrow, default)]
+    context: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "sentAt")]
+    sent_at: Option<&'a RawValue>,
+    #[serde(default, rename = "writeKey")]
+    write_key: Option<String>,
+}
+
+/// The messages of a request, as sent, and what they share.
+struct Messages<'a> {
+    list: Vec<&'a str>,
+    shared: Shared<'a>,
+    write_key: Option<String>,
+}
+
+async fn accept(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    call: Option<Call>,
+) -> Result<Response, ApiError> {
+    let received_at = chrono::Utc::now();
+    let ingest = &state.config.ingest;
+    // A token in the headers is checked before the body is read.
+    let from_header = header_token(headers);
+    let mut team = match &from_header {
+        Some(t) => Some(check_token(state, Some(t))?),
+        None => None,
+    };
+    let ndjson = match media_type(headers).as_deref() {
+        Some("application/json") => false,
+        Some("application/x-ndjson") | Some("application/ndjson") if call.is_none() => true,
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                if call.is_none() {
+                    "Content-Type must be application/json or application/x-ndjson"
+                } else {
+                    "Content-Type must be application/json"
+                },
+            ));
+        }
+    };
+    let limit = if call.is_none() {
+        ingest.max_batch_body.0
+    } else {
+        ingest.max_body.0
+    } as usize;
+    let body = read_limited(headers, body, limit).await?;
+    let messages = if call.is_some() {
+        single(&body)?
+    } else if ndjson {
+        lines(&body)?
+    } else {
+        batch(&body)?
+    };
+    if messages.list.len() > ingest.max_batch_events {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_events",
+            format!(
+                "a batch may hold at most {} messages; this one has {}",
+                ingest.max_batch_events,
+                messages.list.len()
+            ),
+        ));
+    }
+    let team = match team.take() {
+        Some(t) => t,
+        None => check_token(state, messages.write_key.as_deref())?,
+    };
+    let wait = wait_header(headers)?;
+    let max_columns = state.config.limits.columns_per_table;
+    let mut items = Vec::with_capacity(messages.list.len());
+    let mut errors = Vec::new();
+    for (i, text) in messages.list.iter().enumerate() {
+        let parsed = serde_json::from_str::<Top>(text)
+            .map_err(|e| {
+                if e.is_data() {
+                    ApiError::bad_request("invalid_body", "a message must be a JSON object")
+                } else {
+                    ApiError::bad_request("invalid_json", format!("not valid JSON: {e}"))
+                }
+            })
+            .and_then(|msg| {
+                parse_message(&msg, call, messages.shared, received_at, max_columns, None)
+            });
+        match parsed {
+            Ok((c, rows)) => items.push(Item {
+                rows,
+                body: Bytes::from(envelope(c, messages.shared, text)),
+                flags: FLAG_SEGMENT,
+            }),
+            Err(e) if call.is_some() => return Err(e),
+            Err(e) => errors.push(item_error(i, &e)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(invalid_batch(errors));
+    }
+    let ids: Vec<String> = items.iter().map(|it| it.rows.id.clone()).collect();
+    let n = items.len() as u64;
+    let retry = ingest.retry_after.0;
+    let result = state
+        .ingest
+        .submit_batch(&team, items, received_at.timestamp_micros(), wait)
+        .await;
+    match result {
+        Ok(outcomes) => {
+            let dups = outcomes
+                .iter()
+                .filter(|o| **o == crate::ingest::Accepted::Duplicate)
+                .count() as u64;
+            metrics::counter!("stowage_events_accepted_total", "kind" => "stored")
+                .increment(n - dups);
+            metrics::counter!("stowage_events_accepted_total", "kind" => "duplicate")
+                .increment(dups);
+        }
+        Err(e) => {
+            let err = ingest_error(&team, e.error, retry);
+            return Err(match (e.index, call) {
+                (Some(i), None) => invalid_batch(vec![item_error(i, &err)]),
+                _ => err,
+            });
+        }
+    }
+    // Built by hand so `success` comes first, as SPEC §2.1 shows it.
+    let body = match call {
+        Some(_) => format!(r#"{{"success":true,"id":{}}}"#, json!(ids.first())),
+        None => format!(r#"{{"success":true,"ids":{}}}"#, json!(ids)),
+    };
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    header_str(headers, header::CONTENT_TYPE.as_str())
+        .and_then(|ct| ct.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase())
+}
+
+fn not_json(e: serde_json::Error) -> ApiError {
+    if e.is_data() {
+        ApiError::bad_request(
+            "invalid_body",
+            format!("body must be a JSON object with a \"batch\" array: {e}"),
+        )
+    } else {
+        ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+    }
+}
+
+fn batch(body: &[u8]) -> Result<Messages<'_>, ApiError> {
+    let b: BatchBody = serde_json::from_slice(body).map_err(not_json)?;
+    let list = b
+        .batch
+        .ok_or_else(|| {
+            ApiError::bad_request("invalid_body", "body must have a \"batch\" array").field("batch")
+        })?
+        .into_iter()
+        .map(RawValue::get)
+        .collect();
+    Ok(Messages {
+        list,
+        shared: Shared {
+            context: b.context,
+            sent_at: b.sent_at,
+        },
+        write_key: b.write_key,
+    })
+}
+
+fn single(body: &[u8]) -> Result<Messages<'_>, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
+    #[derive(Deserialize)]
+    struct Key {
+        #[serde(default, rename = "writeKey")]
+        write_key: Option<serde_json::Value>,
+    }
+    let key: Key = serde_json::from_str(text).map_err(not_json)?;
+    Ok(Messages {
+        list: vec![text],
+        shared: Shared::default(),
+        write_key: key.write_key.and_then(|v| v.as_str().map(str::to_string)),
+    })
+}
+
+/// NDJSON: one message per non-blank line. A `writeKey` may come on the lines; if several
+/// lines carry one, they must agree.
+fn lines(body: &[u8]) -> Result<Messages<'_>, ApiError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
+    let list: Vec<&str> = text
+        .split('\n')
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let mut write_key: Option<String> = None;
+    for line in &list {
+        if !line.contains("\"writeKey\"") {
+            continue;
+        }
+        #[derive(Deserialize)]
+        struct Key {
+            #[serde(default, rename = "writeKey")]
+            write_key: Option<serde_json::Value>,
+        }
+        // A line that does not parse is reported with its index by the validation later.
+        let Ok(Key {
+            write_key: Some(serde_json::Value::String(k)),
+        }) = serde_json::from_str(line)
+        else {
+            continue;
+        };
+        match &write_key {
+            Some(prev) if *prev != k => {
+                return Err(ApiError::bad_request(
+                    "invalid_body",
+                    "the lines of one batch carry different writeKeys",
+                )
+                .field("writeKey"));
+            }
+            _ => write_key = Some(k),
+        }
+    }
+    Ok(Messages {
+        list,
+        shared: Shared::default(),
+        write_key,
+    })
+}
+
+fn item_error(index: usize, e: &ApiError) -> serde_json::Value {
+    let mut v = json!({"index": index, "code": e.code, "message": e.message});
+    if let Some(f) = &e.field {
+        v["field"] = json!(f);
+    }
+    v
+}
+
+fn invalid_batch(errors: Vec<serde_json::Value>) -> ApiError {
+    let mut e = ApiError::bad_request(
+        "invalid_batch",
+        format!(
+            "{} message(s) of the batch are invalid; nothing was stored",
+            errors.len()
+        ),
+    );
+    e.errors = Some(Box::new(errors));
+    e
+}

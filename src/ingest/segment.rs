@@ -1,0 +1,325 @@
+//! Segment Tracking API messages (SPEC §2.2) → warehouse rows: the six calls and the rules
+//! Segment validates, the batch's shared `context` and `sentAt`, clock-skew correction, and the
+//! per-call tables (`tracks` + `<event>`, `identifies`, `pages`, `screens`, `groups`, `aliases`).
+//! Also the WAL envelope of a message, so replay rebuilds exactly what was accepted.
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::Value as Json;
+use serde_json::value::RawValue;
+
+use super::event::{
+    EventRows, MAX_EVENT_NAME, Parts, Top, Value, bad, common_fields, finish, get, object_field,
+    text_field,
+};
+use super::flatten::{Names, RawObject};
+use crate::error::ApiError;
+use crate::warehouse::naming;
+
+/// A Segment call type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Call {
+    /// `track` (also `event`): `tracks` + the event's table.
+    Track,
+    /// `identify` → `identifies`.
+    Identify,
+    /// `page` → `pages`.
+    Page,
+    /// `screen` → `screens`.
+    Screen,
+    /// `group` → `groups`.
+    Group,
+    /// `alias` → `aliases`.
+    Alias,
+}
+
+impl Call {
+    /// The call of a `type` value (`event` is `track`).
+    pub fn from_type(t: &str) -> Option<Call> {
+        Some(match t {
+            "track" | "event" => Call::Track,
+            "identify" => Call::Identify,
+            "page" => Call::Page,
+            "screen" => Call::Screen,
+            "group" => Call::Group,
+            "alias" => Call::Alias,
+            _ => return None,
+        })
+    }
+
+    /// The canonical `type` name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Track => "track",
+            Call::Identify => "identify",
+            Call::Page => "page",
+            Call::Screen => "screen",
+            Call::Group => "group",
+            Call::Alias => "alias",
+        }
+    }
+
+    /// Standard columns of the call's table beyond the common ones (properties and traits may
+    /// not take these names).
+    fn own_columns(self) -> &'static [&'static str] {
+        match self {
+            Call::Page => &["name", "category"],
+            Call::Screen => &["name"],
+            Call::Group => &["group_id"],
+            Call::Alias => &["previous_id"],
+            Call::Track | Call::Identify => &[],
+        }
+    }
+}
+
+/// What a batch shares with each of its messages.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Shared<'a> {
+    /// The batch's `context`: fills keys missing from each message's context.
+    pub context: Option<&'a RawValue>,
+    /// The batch's `sentAt`: used when a message has none.
+    pub sent_at: Option<&'a RawValue>,
+}
+
+/// Validates one message. `call` is the endpoint's call (`/v1/identify`), or `None` on
+/// `/v1/batch`, where the message's `type` decides.
+pub fn parse_message(
+    msg: &Top,
+    call: Option<Call>,
+    shared: Shared,
+    received_at: DateTime<Utc>,
+    max_columns: usize,
+    id_override: Option<&str>,
+) -> Result<(Call, EventRows), ApiError> {
+    let call = message_call(msg, call)?;
+    let common = common_fields(msg, received_at, id_override, Some(shared.sent_at))?;
+    if !common
+        .cells
+        .iter()
+        .any(|(c, _)| c == "user_id" || c == "anonymous_id")
+    {
+        return Err(bad(
+            "missing_user",
+            "userId",
+            "every Segment call needs a userId or an anonymousId",
+        ));
+    }
+    let mut standard = vec![("id".to_string(), Value::Str(common.id.clone()))];
+    let (table, tracks, properties_field) = match call {
+        Call::Track => {
+            let (text, table) = event_name(msg)?;
+            standard.push(("event".into(), Value::Str(table.clone())));
+            standard.push(("event_text".into(), Value::Str(text)));
+            (table, true, "properties")
+        }
+        Call::Identify => ("identifies".into(), false, "traits"),
+        Call::Page => ("pages".into(), false, "properties"),
+        Call::Screen => ("screens".into(), false, "properties"),
+        Call::Group => ("groups".into(), false, "traits"),
+        Call::Alias => ("aliases".into(), false, "properties"),
+    };
+    standard.extend(common.cells);
+    match call {
+        Call::Page | Call::Screen => {
+            let fields: &[(&str, &str)] = if call == Call::Page {
+                &[("name", "name"), ("category", "category")]
+            } else {
+                &[("name", "name")]
+            };
+            for &(field, column) in fields {
+                if let Some(v) = text_field(msg, field)? {
+                    standard.push((column.into(), Value::Str(v)));
+                }
+            }
+        }
+        Call::Group => {
+            let id = required_id(msg, "groupId", "missing_group_id", "group needs a groupId")?;
+            standard.push(("group_id".into(), Value::Str(id)));
+        }
+        Call::Alias => {
+            required_id(msg, "userId", "missing_user", "alias needs a userId")?;
+            let prev = required_id(
+                msg,
+                "previousId",
+                "missing_previous_id",
+                "alias needs a previousId",
+            )?;
+            standard.push(("previous_id".into(), Value::Str(prev)));
+        }
+        Call::Track | Call::Identify => {}
+    }
+    let context = merged_context(msg, shared.context)?;
+    let properties = match call {
+        Call::Alias => None,
+        _ => object_field(msg, properties_field)?,
+    };
+    let rows = finish(
+        Parts {
+            id: common.id,
+            client_id: common.client_id,
+            tracks,
+            table,
+            standard,
+            context,
+            properties,
+            properties_field,
+            reserved: Names::PropertyReserving(call.own_columns()),
+        },
+        max_columns,
+    )?;
+    Ok((call, rows))
+}
+
+fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, ApiError> {
+    let given = match get(msg, "type", "invalid_type")? {
+        None | Some(Json::Null) => None,
+        Some(Json::String(t)) => Some(Call::from_type(&t).ok_or_else(|| {
+            bad(
+                "unsupported_type",
+                "type",
+                format!(
+                    "type must be one of track, identify, page, screen, group, alias; got {t:?}"
+                ),
+            )
+        })?),
+        Some(v) => {
+            return Err(bad(
+                "unsupported_type",
+                "type",
+                format!("type must be a string, got {v}"),
+            ));
+        }
+    };
+    match (endpoint, given) {
+        (Some(e), Some(g)) if e != g => Err(bad(
+            "unsupported_type",
+            "type",
+            format!(
+                "this endpoint takes {} calls; the message says {}",
+                e.name(),
+                g.name()
+            ),
+        )),
+        (Some(e), _) => Ok(e),
+        (None, Some(g)) => Ok(g),
+        (None, None) => Err(bad("missing_type", "type", "every message needs a type")),
+    }
+}
+
+fn event_name(msg: &Top) -> Result<(String, String), ApiError> {
+    let text = match get(msg, "event", "invalid_event")? {
+        None | Some(Json::Null) => {
+            return Err(bad("missing_event", "event", "track needs an event name"));
+        }
+        Some(Json::String(s)) => s,
+        Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
+    };
+    if text.trim().is_empty() || text.chars().count() > MAX_EVENT_NAME {
+        return Err(bad(
+            "invalid_event",
+            "event",
+            format!("event must be a non-empty name of at most {MAX_EVENT_NAME} characters"),
+        ));
+    }
+    let table = naming::event_table(&text).ok_or_else(|| {
+        bad(
+            "invalid_event",
+            "event",
+            "event must contain at least one letter or digit to name a table",
+        )
+    })?;
+    Ok((text, table))
+}
+
+fn required_id(
+    msg: &Top,
+    field: &str,
+    code: &'static str,
+    message: &str,
+) -> Result<String, ApiError> {
+    text_field(msg, field)?
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| bad(code, field, message))
+}
+
+/// The message's context with the batch's keys it lacks (top-level keys only).
+fn merged_context<'a>(
+    msg: &Top<'a>,
+    batch: Option<&'a RawValue>,
+) -> Result<Option<RawObject<'a>>, ApiError> {
+    let own = object_field(msg, "context")?;
+    let shared: Option<RawObject<'a>> = match batch.map(RawValue::get) {
+        None | Some("null") => None,
+        Some(t) if t.starts_with('{') => Some(
+            serde_json::from_str(t).map_err(|e| bad("invalid_json", "context", e.to_string()))?,
+        ),
+        Some(_) => {
+            return Err(bad(
+                "invalid_context",
+                "context",
+                "the batch's context must be an object",
+            ));
+        }
+    };
+    Ok(match (own, shared) {
+        (own, None) => own,
+        (None, Some(s)) => Some(s),
+        (Some(mut own), Some(s)) => {
+            for (k, v) in s.0 {
+                if !own.0.iter().any(|(o, _)| *o == k) {
+                    own.0.push((k, v));
+                }
+            }
+            own.0.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            Some(own)
+        }
+    })
+}
+
+/// What the WAL keeps of a message: the call, what the batch shared, and the message as sent.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    call: &'a str,
+    #[serde(borrow, default)]
+    context: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "sentAt")]
+    sent_at: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: &'a RawValue,
+}
+
+/// The WAL record body of an accepted message.
+pub fn envelope(call: Call, shared: Shared, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 64);
+    out.extend_from_slice(br#"{"call":""#);
+    out.extend_from_slice(call.name().as_bytes());
+    out.push(b'"');
+    for (key, v) in [("context", shared.context), ("sentAt", shared.sent_at)] {
+        if let Some(v) = v {
+            out.extend_from_slice(format!(r#","{key}":"#).as_bytes());
+            out.extend_from_slice(v.get().as_bytes());
+        }
+    }
+    out.extend_from_slice(br#","message":"#);
+    out.extend_from_slice(message.as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// Rebuilds a message's rows from its WAL envelope, with its original receive time and id.
+pub fn replay_message(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, ApiError> {
+    let received_at = DateTime::from_timestamp_micros(received_at_us)
+        .ok_or_else(|| ApiError::bad_request("invalid_timestamp", "receive time out of range"))?;
+    let env: Envelope = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
+    let call = Call::from_type(env.call)
+        .ok_or_else(|| ApiError::bad_request("unsupported_type", env.call.to_string()))?;
+    let msg: Top = serde_json::from_str(env.message.get())
+        .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
+    let shared = Shared {
+        context: env.context,
+        sent_at: env.sent_at,
+    };
+    parse_message(&msg, Some(call), shared, received_at, usize::MAX, Some(id)).map(|(_, r)| r)
+}
