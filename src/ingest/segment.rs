@@ -151,6 +151,11 @@ pub fn parse_message(
     let context = merged_context(msg, shared.context)?;
     let properties = match call {
         Call::Alias => None,
+        // RudderStack's SDKs send identify traits only as `context.traits`.
+        Call::Identify => match object_field(msg, "traits")? {
+            Some(t) => Some(t),
+            None => context_traits(context.as_ref())?,
+        },
         _ => object_field(msg, properties_field)?,
     };
     let rows = finish(
@@ -242,6 +247,19 @@ fn required_id(
         .ok_or_else(|| bad(code, field, message))
 }
 
+/// `context.traits`, when it is an object.
+fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObject<'a>>, ApiError> {
+    let Some((_, raw)) = context.and_then(|c| c.0.iter().find(|(k, _)| k == "traits")) else {
+        return Ok(None);
+    };
+    if !raw.get().starts_with('{') {
+        return Ok(None);
+    }
+    serde_json::from_str(raw.get())
+        .map(Some)
+        .map_err(|e| bad("invalid_json", "context.traits", e.to_string()))
+}
+
 /// The message's context with the batch's keys it lacks (top-level keys only).
 fn merged_context<'a>(
     msg: &Top<'a>,
@@ -322,4 +340,68 @@ pub fn replay_message(body: &[u8], received_at_us: i64, id: &str) -> Result<Even
         sent_at: env.sent_at,
     };
     parse_message(&msg, Some(call), shared, received_at, usize::MAX, Some(id)).map(|(_, r)| r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_from_the_envelope_rebuilds_the_same_rows() {
+        let ctx =
+            RawValue::from_string(r#"{"ip":"1.2.3.4","library":{"name":"x"}}"#.into()).unwrap();
+        let sent = RawValue::from_string(r#""2026-01-01T00:00:10Z""#.into()).unwrap();
+        let shared = Shared {
+            context: Some(&ctx),
+            sent_at: Some(&sent),
+        };
+        let received = DateTime::from_timestamp_micros(1_800_000_000_000_000).unwrap();
+        for text in [
+            r#"{"type":"identify","userId":"u","traits":{"a":1,"id":2},"timestamp":"2026-01-01T00:00:00Z","context":{"ip":"9.9.9.9"}}"#,
+            r#"{"type":"page","anonymousId":"a","name":"Home","properties":{"name":"x","n":1.5}}"#,
+            r#"{"type":"event","event":"Groups","userId":7,"properties":{"big":12345678901234567890}}"#,
+            r#"{"type":"alias","userId":"u","previousId":"p","messageId":"m"}"#,
+        ] {
+            let msg: Top = serde_json::from_str(text).unwrap();
+            let (call, rows) = parse_message(&msg, None, shared, received, 1000, None).unwrap();
+            let body = envelope(call, shared, text);
+            let again = replay_message(&body, received.timestamp_micros(), &rows.id).unwrap();
+            assert_eq!(
+                (
+                    again.table.as_str(),
+                    &again.standard,
+                    &again.properties,
+                    again.tracks
+                ),
+                (
+                    rows.table.as_str(),
+                    &rows.standard,
+                    &rows.properties,
+                    rows.tracks
+                ),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn skew_correction_and_call_tables() {
+        let received = DateTime::from_timestamp_micros(1_000_000_000).unwrap();
+        let msg: Top = serde_json::from_str(
+            r#"{"type":"track","event":"Aliases","userId":"u","timestamp":"1970-01-01T00:00:10Z","sentAt":"1970-01-01T00:00:30Z"}"#,
+        )
+        .unwrap();
+        let (_, rows) = parse_message(&msg, None, Shared::default(), received, 1000, None).unwrap();
+        assert_eq!(rows.table, "aliases_event");
+        let cell = |name: &str| {
+            rows.standard
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        // received 1000 s − (sent 30 s − client 10 s) = 980 s.
+        assert_eq!(cell("timestamp"), Some(Value::Ts(980_000_000)));
+        assert_eq!(cell("original_timestamp"), Some(Value::Ts(10_000_000)));
+        assert_eq!(cell("sent_at"), Some(Value::Ts(30_000_000)));
+    }
 }

@@ -1,0 +1,329 @@
+//! The Segment endpoints' contract over HTTP (SPEC §2.2): auth by Basic, header or writeKey;
+//! all-or-nothing validation listing every bad index; limits (gzip decompressed only up to the
+//! limit, messages per batch); duplicates stored once; the Segment error shape.
+
+mod common;
+
+use std::io::Write;
+
+use base64::Engine;
+use common::{TestServer, status_json};
+use serde_json::{Value, json};
+
+async fn post(
+    t: &TestServer,
+    path: &str,
+    auth: Option<&str>,
+    content_type: &str,
+    body: Vec<u8>,
+    gzip: bool,
+) -> (u16, Value) {
+    let mut req = t
+        .http
+        .post(t.url(path))
+        .header("Content-Type", content_type);
+    if let Some(token) = auth {
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{token}:"));
+        req = req.header("Authorization", format!("Basic {basic}"));
+    }
+    if gzip {
+        req = req.header("Content-Encoding", "gzip");
+    }
+    status_json(req.body(body).send().await.unwrap()).await
+}
+
+fn gz(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn track(id: &str) -> Value {
+    json!({"type": "track", "event": "Clicked", "userId": "u", "messageId": id, "properties": {"n": 1}})
+}
+
+/// Rows of `table` after a flush (an empty list when the table does not exist).
+async fn table_ids(t: &TestServer, table: &str) -> Vec<String> {
+    t.flush().await;
+    let element = t.element(table, None);
+    let (status, doc) = t.download(&element, json!({})).await;
+    if status == 404 {
+        return Vec::new();
+    }
+    assert_eq!(status, 200, "{doc}");
+    common::ids(&doc)
+}
+
+#[tokio::test]
+async fn auth_by_basic_header_or_write_key_and_segment_error_shape() {
+    let t = TestServer::start(|_| {}).await;
+    let token = t.seeded.token.clone();
+    let body = |extra: Value| {
+        let mut b = json!({"batch": [track("a1")]});
+        b.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::to_vec(&b).unwrap()
+    };
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        body(json!({})),
+        false,
+    )
+    .await;
+    assert_eq!((s, &v["ids"]), (200, &json!(["a1"])), "{v}");
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        None,
+        "application/json",
+        body(json!({"writeKey": token})),
+        false,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let resp = t
+        .http
+        .post(t.url("/v1/track"))
+        .header("X-Auth-Token", &token)
+        .header("Content-Type", "application/json")
+        .body(track("a2").to_string())
+        .send()
+        .await
+        .unwrap();
+    let (s, v) = status_json(resp).await;
+    assert_eq!((s, &v["id"]), (200, &json!("a2")), "{v}");
+
+    for (auth, code, status) in [
+        (None, "missing_token", 401),
+        (Some("stw_evt_nope"), "invalid_token", 401),
+    ] {
+        let (s, v) = post(
+            &t,
+            "/v1/batch",
+            auth,
+            "application/json",
+            body(json!({})),
+            false,
+        )
+        .await;
+        assert_eq!(s, status, "{v}");
+        // Segment SDKs read `code` and `message` at the top level.
+        assert_eq!(v["code"], json!(code), "{v}");
+        assert_eq!(v["error"]["code"], json!(code), "{v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+    t.catalog()
+        .set_events_enabled(&t.seeded.team, false)
+        .unwrap();
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        body(json!({})),
+        false,
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (403, Some("events_disabled")),
+        "{v}"
+    );
+    t.catalog()
+        .set_events_enabled(&t.seeded.team, true)
+        .unwrap();
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "text/plain",
+        body(json!({})),
+        false,
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (415, Some("unsupported_media_type")),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn one_bad_message_refuses_the_batch_listing_every_bad_index() {
+    let t = TestServer::start(|_| {}).await;
+    let token = t.seeded.token.clone();
+    let batch = json!({"batch": [
+        track("ok-1"),
+        {"type": "track", "userId": "u"},
+        {"type": "identify", "traits": {"a": 1}},
+        {"type": "group", "userId": "u"},
+        {"type": "alias", "userId": "u"},
+        {"type": "launch", "userId": "u"},
+        {"type": "track", "event": "E", "userId": "u", "timestamp": "yesterday"},
+        7,
+        track("ok-2"),
+    ]});
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        serde_json::to_vec(&batch).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(v["code"], json!("invalid_batch"));
+    let errors: Vec<(u64, String)> = v["error"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["code"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(u64, String)> = [
+        (1, "missing_event"),
+        (2, "missing_user"),
+        (3, "missing_group_id"),
+        (4, "missing_previous_id"),
+        (5, "unsupported_type"),
+        (6, "invalid_timestamp"),
+        (7, "invalid_body"),
+    ]
+    .into_iter()
+    .map(|(i, c)| (i, c.to_string()))
+    .collect();
+    assert_eq!(errors, expected, "{v}");
+    // Nothing of it was stored, not even the valid messages.
+    assert!(table_ids(&t, "clicked").await.is_empty());
+}
+
+#[tokio::test]
+async fn ndjson_gzip_duplicates_and_limits() {
+    let t = TestServer::start(|c| {
+        c.ingest.max_batch_events = 10;
+        c.ingest.max_batch_body = stowage::config::ByteSize(64 * 1024);
+    })
+    .await;
+    let token = t.seeded.token.clone();
+    // NDJSON, gzip, a duplicate inside the batch and CRLF line ends.
+    let lines = [track("n1"), track("n2"), track("n1"), track("n3")]
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\r\n");
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/x-ndjson",
+        gz(lines.as_bytes()),
+        true,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["ids"], json!(["n1", "n2", "n1", "n3"]));
+    // Sent again: acknowledged, not stored again.
+    let (s, _) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/x-ndjson",
+        lines.clone().into_bytes(),
+        false,
+    )
+    .await;
+    assert_eq!(s, 200);
+    let mut ids = table_ids(&t, "clicked").await;
+    ids.sort();
+    assert_eq!(ids, ["n1", "n2", "n3"]);
+
+    // More messages than allowed.
+    let many: Vec<Value> = (0..11).map(|i| track(&format!("m{i}"))).collect();
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        serde_json::to_vec(&json!({"batch": many})).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (413, Some("too_many_events")),
+        "{v}"
+    );
+    // A gzip bomb: 64 MiB of zeros inflates only up to the limit, then 413.
+    let bomb = gz(&vec![b' '; 64 << 20]);
+    assert!(bomb.len() < 128 * 1024);
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        bomb,
+        true,
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{v}"
+    );
+    // Not gzip at all.
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        b"{\"batch\":[]}".to_vec(),
+        true,
+    )
+    .await;
+    assert_eq!((s, v["code"].as_str()), (400, Some("invalid_gzip")), "{v}");
+}
+
+#[tokio::test]
+async fn batch_context_fills_missing_keys_and_event_names_avoid_call_tables() {
+    let t = TestServer::start(|_| {}).await;
+    let token = t.seeded.token.clone();
+    let batch = json!({
+        "context": {"library": {"name": "batch-lib"}, "ip": "1.1.1.1"},
+        "batch": [
+            {"type": "track", "event": "Pages", "userId": "u", "messageId": "p1", "context": {"ip": "2.2.2.2"}},
+        ]
+    });
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        serde_json::to_vec(&batch).unwrap(),
+        false,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    t.flush().await;
+    let element = t.element("pages_event", None);
+    let rows = t.rows(&element).await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0]["context_ip"],
+        json!("2.2.2.2"),
+        "the message's own key wins"
+    );
+    assert_eq!(rows[0]["context_library_name"], json!("batch-lib"));
+    assert!(
+        table_ids(&t, "pages").await.is_empty(),
+        "a track call never lands in pages"
+    );
+}
