@@ -114,6 +114,24 @@ CREATE TABLE pending_objects (
 );
 CREATE INDEX pending_objects_by_owner ON pending_objects (owner);
 "#,
+    r#"
+-- Operator tuning per team (NULL: the global default). Running servers poll `generation`, which
+-- every change bumps, and apply the new values within a second.
+CREATE TABLE team_settings (
+    team_id         TEXT PRIMARY KEY REFERENCES teams(id),
+    flush_interval_ms INTEGER,
+    flush_max_rows  INTEGER,
+    flush_max_bytes INTEGER,
+    budget_bytes    INTEGER,
+    rate_per_sec    REAL,
+    rate_burst      INTEGER
+);
+CREATE TABLE settings_generation (
+    id         INTEGER PRIMARY KEY CHECK (id = 1),
+    generation INTEGER NOT NULL
+);
+INSERT INTO settings_generation (id, generation) VALUES (1, 0);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once.

@@ -7,6 +7,7 @@ mod compaction;
 mod migrations;
 mod pending;
 pub mod secrets;
+mod settings;
 mod tables;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use rusqlite::Connection;
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
 pub use compaction::LiveFile;
+pub use settings::{Change, SettingsChange, TeamSettings};
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 
 /// A team id (`tm_…`), cheap to clone.

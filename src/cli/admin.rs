@@ -86,6 +86,14 @@ pub enum TeamCommand {
     },
     /// List teams.
     List,
+    /// Tune a team's flushing, buffer budget and rate limit (applied live; empty resets).
+    Set(super::team_settings::SetArgs),
+    /// Show a team's effective flush, budget and rate settings.
+    Show {
+        /// Team id or name.
+        #[arg(long)]
+        team: String,
+    },
 }
 
 /// `user …`
@@ -206,6 +214,9 @@ pub enum AdminError {
     /// An import's input cannot be stored (the API's 400 `invalid_import`).
     #[error("{0}")]
     InvalidImport(String),
+    /// A flag's value is not valid.
+    #[error("{0}")]
+    InvalidArgument(String),
 }
 
 impl AdminError {
@@ -216,6 +227,7 @@ impl AdminError {
             AdminError::Catalog(CatalogError::Refused(_)) => "refused",
             AdminError::Catalog(_) => "catalog_error",
             AdminError::InvalidImport(_) => "invalid_import",
+            AdminError::InvalidArgument(_) => "invalid_argument",
         }
     }
 }
@@ -312,6 +324,16 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
             let id = catalog.create_team(&name)?;
             out(json!({"id": id}), format!("created team {name} ({id})"))
         }
+        AdminCommand::Team {
+            command: TeamCommand::Set(args),
+        } => {
+            let change = super::team_settings::parse_change(&args)?;
+            catalog.set_team_settings(&args.team, change)?;
+            super::team_settings::show(config, &catalog, &args.team)
+        }
+        AdminCommand::Team {
+            command: TeamCommand::Show { team },
+        } => super::team_settings::show(config, &catalog, &team),
         AdminCommand::Team {
             command: TeamCommand::List,
         } => {

@@ -4,6 +4,7 @@
 mod admin;
 mod download;
 mod serve;
+mod team_settings;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

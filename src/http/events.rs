@@ -163,6 +163,12 @@ pub fn ingest_error(team: &TeamId, e: IngestError, retry: std::time::Duration) -
             "the server is at capacity; retry later",
         )
         .retry_after(retry),
+        IngestError::RateLimited(wait) => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            "this team's rate limit is reached; retry after the indicated delay",
+        )
+        .retry_after(wait),
         IngestError::Recovering => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "recovering",

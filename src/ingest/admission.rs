@@ -45,10 +45,11 @@ impl Admission {
         self.teams.entry(team.clone()).or_default().clone()
     }
 
-    /// Reserves `bytes` for `team`, or says which budget is full.
-    pub fn admit(&self, team: &TeamId, bytes: u64) -> Result<(), Refusal> {
+    /// Reserves `bytes` for `team` under its budget (`team_budget`: the team's own, or the
+    /// default), or says which budget is full.
+    pub fn admit(&self, team: &TeamId, bytes: u64, team_budget: u64) -> Result<(), Refusal> {
         let counter = self.team_counter(team);
-        reserve(&counter, bytes, self.team_budget).map_err(|_| Refusal::Team)?;
+        reserve(&counter, bytes, team_budget).map_err(|_| Refusal::Team)?;
         if reserve(&self.global, bytes, self.global_budget).is_err() {
             release(&counter, bytes);
             return Err(Refusal::Global);
@@ -108,17 +109,17 @@ mod tests {
     fn team_then_global_budget() {
         let a = Admission::new(100, 150);
         let (t1, t2) = (TeamId::from("t1"), TeamId::from("t2"));
-        assert_eq!(a.admit(&t1, 60), Ok(()));
-        assert_eq!(a.admit(&t1, 60), Err(Refusal::Team));
-        assert_eq!(a.admit(&t2, 60), Ok(()));
-        assert_eq!(a.admit(&t2, 40), Err(Refusal::Global));
+        assert_eq!(a.admit(&t1, 60, a.team_budget()), Ok(()));
+        assert_eq!(a.admit(&t1, 60, a.team_budget()), Err(Refusal::Team));
+        assert_eq!(a.admit(&t2, 60, a.team_budget()), Ok(()));
+        assert_eq!(a.admit(&t2, 40, a.team_budget()), Err(Refusal::Global));
         assert_eq!(
             a.team_bytes(&t2),
             60,
             "a global refusal gives the team bytes back"
         );
         a.release(&t1, 60);
-        assert_eq!(a.admit(&t2, 40), Ok(()));
+        assert_eq!(a.admit(&t2, 40, a.team_budget()), Ok(()));
         assert_eq!(a.global_bytes(), 100);
     }
 }

@@ -54,6 +54,8 @@ pub enum Control {
     FlushAll(oneshot::Sender<()>),
     /// Fault injection: make a team's actor panic.
     Crash(TeamId),
+    /// A team's tuning changed.
+    Retune(TeamId),
     /// The WAL is closed: dispatch what is left, flush, stop every actor, reply.
     Shutdown(oneshot::Sender<()>),
 }
@@ -245,6 +247,11 @@ impl Dispatcher {
             Control::Crash(team) => {
                 if let Some(a) = self.actors.get(&team) {
                     let _ = a.cast(TeamMsg::Crash);
+                }
+            }
+            Control::Retune(team) => {
+                if let Some(a) = self.actors.get(&team) {
+                    let _ = a.cast(TeamMsg::Retune);
                 }
             }
             Control::Shutdown(_) => unreachable!("handled in run"),

@@ -18,6 +18,7 @@ pub mod segment;
 pub mod submit;
 pub mod supervisor;
 pub mod team;
+pub mod tuning;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,6 +50,9 @@ pub enum IngestError {
     /// The server is shutting down (503).
     #[error("shutting down")]
     ShuttingDown,
+    /// The team's rate limit is reached (429); retry after this long.
+    #[error("rate limited")]
+    RateLimited(std::time::Duration),
     /// WAL recovery is still running (503).
     #[error("recovering")]
     Recovering,
@@ -146,9 +150,17 @@ impl Ingest {
             config.ingest.team_budget.0,
             config.ingest.global_budget.0,
         ));
+        let tuning = Arc::new(tuning::Tuning::new(config));
+        let c = catalog.clone();
+        let settings = tokio::task::spawn_blocking(move || {
+            c.settings_generation()
+                .and_then(|g| Ok((g, c.all_team_settings()?)))
+        })
+        .await??;
+        tuning.load(settings.0, &settings.1);
         let ctx = Arc::new(TeamCtx {
             flush,
-            flush_cfg: config.flush.clone(),
+            tuning: tuning.clone(),
             admission,
             progress: Arc::new(Progress::default()),
             idle_timeout: config.ingest.idle_timeout.0,
@@ -173,12 +185,13 @@ impl Ingest {
             gc_task: None,
         };
         let handle = tokio::spawn(dispatcher.run());
+        tokio::spawn(poll_tuning(catalog.clone(), tuning, control_tx.downgrade()));
         let ingest = Arc::new(Ingest {
             ctx,
             wal,
             ack: config.ingest.ack,
             dedup,
-            limits: Limits::new(config.limits.clone(), catalog),
+            limits: Limits::new(config.limits.clone(), catalog.clone()),
             control: control_tx,
             closing: AtomicBool::new(false),
             recovering: Arc::new(AtomicBool::new(true)),
@@ -313,5 +326,47 @@ impl Ingest {
     /// Number of running team actors.
     pub fn active_teams(&self) -> usize {
         self.active_teams.load(Ordering::Relaxed)
+    }
+}
+
+/// Reloads per-team tuning when the catalog's settings generation changes (an operator ran
+/// `admin team set`, maybe in another process), and tells the affected actors. Ends with the
+/// dispatcher.
+async fn poll_tuning(
+    catalog: Arc<Catalog>,
+    tuning: Arc<tuning::Tuning>,
+    control: mpsc::WeakUnboundedSender<Control>,
+) {
+    let mut every = tokio::time::interval(tuning::POLL_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let Some(control) = control.upgrade() else {
+            return;
+        };
+        let c = catalog.clone();
+        let t = tuning.clone();
+        let changed =
+            tokio::task::spawn_blocking(move || -> crate::catalog::Result<Vec<TeamId>> {
+                let generation = c.settings_generation()?;
+                if generation == t.generation() {
+                    return Ok(Vec::new());
+                }
+                let all = c.all_team_settings()?;
+                Ok(t.load(generation, &all))
+            })
+            .await;
+        match changed {
+            Ok(Ok(teams)) => {
+                for team in teams {
+                    info!(team = %team, "team tuning changed; applying it");
+                    let _ = control.send(Control::Retune(team));
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read team settings; keeping the current ones")
+            }
+            Err(_) => return,
+        }
     }
 }

@@ -84,6 +84,14 @@ impl Ingest {
         if !self.is_ready() {
             return Err(IngestError::Recovering.into());
         }
+        if let Err(wait) = self
+            .ctx
+            .tuning
+            .take(team, items.len(), std::time::Instant::now())
+        {
+            metrics::counter!("stowage_rate_limited_total").increment(1);
+            return Err(IngestError::RateLimited(wait).into());
+        }
         // Its own task: a client that disconnects must not cancel the outcome half-way (a
         // claimed id would stay pending, or an accepted event's id be forgotten).
         let (me, team) = (self.clone(), team.clone());
@@ -186,10 +194,14 @@ impl Ingest {
             })?;
         let sizes: Vec<u64> = items.iter().map(|(_, it)| it.rows.approx_bytes()).collect();
         let total: u64 = sizes.iter().sum();
-        self.ctx.admission.admit(team, total).map_err(|r| match r {
-            Refusal::Team => IngestError::TeamBufferFull,
-            Refusal::Global => IngestError::Overloaded,
-        })?;
+        let budget = self.ctx.tuning.get(team).budget;
+        self.ctx
+            .admission
+            .admit(team, total, budget)
+            .map_err(|r| match r {
+                Refusal::Team => IngestError::TeamBufferFull,
+                Refusal::Global => IngestError::Overloaded,
+            })?;
         // Buffered acks only while the log can be written: once a write failed, every event
         // waits for its own write, so nothing is acknowledged that the log could not hold.
         let need_seq =

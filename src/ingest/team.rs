@@ -21,16 +21,16 @@ use super::event::EventRows;
 use super::flush::{self, FlushCtx, FlushJob};
 use super::progress::Progress;
 use super::replay;
+use super::tuning::{Effective, Tuning};
 use crate::catalog::TeamId;
-use crate::config::FlushConfig;
 
 /// Everything a team actor needs besides its team id.
 #[derive(Debug)]
 pub struct TeamCtx {
     /// Flush dependencies.
     pub flush: FlushCtx,
-    /// Flush triggers.
-    pub flush_cfg: FlushConfig,
+    /// Flush triggers and budgets per team, live.
+    pub tuning: Arc<Tuning>,
     /// Budgets to give bytes back to after commits.
     pub admission: Arc<Admission>,
     /// Watermarks, oldest uncommitted records, flush locks.
@@ -74,6 +74,8 @@ pub enum TeamMsg {
     FlushDone(u64, u64),
     /// Stop if idle long enough.
     IdleCheck,
+    /// The team's tuning changed: re-read it and apply it now.
+    Retune,
     /// Fault injection: panic (tests of supervision).
     Crash,
     /// The WAL records to rebuild the buffer from (after a restart), or why they could not be read.
@@ -97,6 +99,8 @@ pub struct TeamArgs {
 pub struct TeamState {
     team: TeamId,
     ctx: Arc<TeamCtx>,
+    /// This team's flush triggers and budget (re-read on [`TeamMsg::Retune`]).
+    tuning: Effective,
     /// Buffered rows per table.
     tables: HashMap<String, TableBuffer>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
@@ -140,6 +144,7 @@ impl Actor for TeamActor {
     ) -> Result<TeamState, ActorProcessingErr> {
         let check_every = (args.ctx.idle_timeout / 2).max(Duration::from_millis(50));
         let mut state = TeamState {
+            tuning: args.ctx.tuning.get(&args.team),
             team: args.team,
             ctx: args.ctx,
             tables: HashMap::new(),
@@ -230,6 +235,7 @@ impl Actor for TeamActor {
                 }
             }
             TeamMsg::Flush(reply) => state.request_flush(&myself, reply),
+            TeamMsg::Retune => state.retune(&myself),
             TeamMsg::Timer(generation) => {
                 if generation == state.timer_gen {
                     state.start_flush(&myself);
@@ -307,7 +313,7 @@ impl TeamState {
                     .set_oldest_at(&self.team, self.buffer_first_at);
             }
             let generation = self.timer_gen;
-            myself.send_after(self.ctx.flush_cfg.interval.0, move || {
+            myself.send_after(self.tuning.flush_interval, move || {
                 TeamMsg::Timer(generation)
             });
         }
@@ -316,17 +322,32 @@ impl TeamState {
     fn over_size_trigger(&self) -> bool {
         // Flush before the team's admission budget fills, whatever `flush.max_bytes` says, so
         // a burst meets a flush rather than a wall of 429s.
-        let max_bytes = self
-            .ctx
-            .flush_cfg
-            .max_bytes
-            .0
-            .min(self.ctx.admission.team_budget() / 2);
+        let max_bytes = self.tuning.flush_max_bytes.min(self.tuning.budget / 2);
         self.buffered_bytes >= max_bytes
             || self
                 .tables
                 .values()
-                .any(|t| t.rows() >= self.ctx.flush_cfg.max_rows)
+                .any(|t| t.rows() >= self.tuning.flush_max_rows)
+    }
+
+    /// Applies changed tuning at once: a shorter interval that has already passed, or a lower
+    /// size trigger that is already reached, flushes now; otherwise the timer is re-armed for
+    /// what is left of the new interval.
+    fn retune(&mut self, myself: &ActorRef<TeamMsg>) {
+        self.tuning = self.ctx.tuning.get(&self.team);
+        let Some(first_at) = self.buffer_first_at else {
+            return;
+        };
+        let left = self
+            .tuning
+            .flush_interval
+            .saturating_sub(first_at.elapsed());
+        if left.is_zero() || self.over_size_trigger() {
+            self.start_flush(myself);
+        } else {
+            let generation = self.timer_gen;
+            myself.send_after(left, move || TeamMsg::Timer(generation));
+        }
     }
 
     fn request_flush(&mut self, myself: &ActorRef<TeamMsg>, reply: RpcReplyPort<()>) {

@@ -1,0 +1,168 @@
+//! Live per-team tuning with the real binary (SPEC §2.2.1, §2.2.2): `admin team set` in another
+//! process changes a running server's flush interval, budget and rate limit within a second;
+//! `admin team show` prints the effective values; an empty value resets.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::process::{self, BIN};
+use common::status_json;
+use serde_json::{Value, json};
+
+fn admin(dir: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = Command::new(BIN)
+        .args(["--json", "admin", "team"])
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        // The same configuration as the server (the defaults `show` reports come from it).
+        .env("STOWAGE_FLUSH__INTERVAL", "1h")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(stdout.trim())
+        .or_else(|_| serde_json::from_str(stderr.trim()))
+        .unwrap_or(Value::Null);
+    (out.status.success(), json, stderr)
+}
+
+async fn send(http: &reqwest::Client, demo: &Value, body: Value) -> (u16, Value, Option<String>) {
+    let resp = http
+        .post(format!("{}/v1/event", demo["events_url"].as_str().unwrap()))
+        .header("X-Auth-Token", demo["events_token"].as_str().unwrap())
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let (s, v) = status_json(resp).await;
+    (s, v, retry)
+}
+
+#[tokio::test]
+async fn admin_team_set_retunes_a_running_server_within_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    // The global flush interval is an hour (process::start sets it).
+    let proc = process::start(dir.path(), &[]).await;
+    let demo = proc.demo.clone();
+    let team = demo["team_id"].as_str().unwrap().to_string();
+    let http = reqwest::Client::new();
+
+    let (ok, shown, err) = admin(dir.path(), &["show", "--team", &team]);
+    assert!(ok, "{err}");
+    assert_eq!(shown["flush_interval_ms"], json!(3_600_000));
+    assert_eq!(shown["rate_per_sec"], Value::Null);
+
+    for i in 0..5 {
+        let (s, v, _) = send(
+            &http,
+            &demo,
+            json!({"event": "Tuned", "properties": {"i": i}}),
+        )
+        .await;
+        assert_eq!(s, 200, "{v}");
+    }
+    let files = || common::parquet_files(dir.path());
+    assert!(files().is_empty(), "nothing flushes within the hour");
+
+    // The oldest row is already older than the new interval: the server flushes as soon as it
+    // applies the change.
+    let (ok, shown, err) = admin(
+        dir.path(),
+        &["set", "--team", &team, "--flush-interval", "100ms"],
+    );
+    let changed_at = Instant::now();
+    assert!(ok, "{err}");
+    assert_eq!(shown["flush_interval_ms"], json!(100));
+    let applied = loop {
+        if proc.log_text().contains("team tuning changed") {
+            break changed_at.elapsed();
+        }
+        assert!(
+            changed_at.elapsed() < Duration::from_secs(5),
+            "never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(
+        applied < Duration::from_secs(1),
+        "applied after {applied:?}"
+    );
+    while files().is_empty() {
+        assert!(
+            changed_at.elapsed() < Duration::from_secs(5),
+            "never flushed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "applied after {applied:?}, committed after {:?}",
+        changed_at.elapsed()
+    );
+
+    // Rate limit: a burst of 3 at 1 event/s, then 429 with Retry-After.
+    let (ok, shown, err) = admin(
+        dir.path(),
+        &["set", "--team", &team, "--rate", "1", "--burst", "3"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        (shown["rate_per_sec"].as_f64(), shown["rate_burst"].as_u64()),
+        (Some(1.0), Some(3))
+    );
+    let limited = Instant::now();
+    let mut statuses = Vec::new();
+    loop {
+        let (s, v, retry) = send(&http, &demo, json!({"event": "Tuned"})).await;
+        if s == 429 {
+            assert_eq!(v["error"]["code"], json!("rate_limited"), "{v}");
+            assert!(retry.is_some_and(|r| r.parse::<u64>().unwrap() >= 1));
+            break;
+        }
+        assert_eq!(s, 200, "{v}");
+        statuses.push(s);
+        assert!(limited.elapsed() < Duration::from_secs(5), "never limited");
+    }
+    assert!(statuses.len() >= 3, "the burst passes first: {statuses:?}");
+
+    // An empty value resets to the default: no limit.
+    let (ok, shown, err) = admin(
+        dir.path(),
+        &["set", "--team", &team, "--rate", "", "--flush-interval", ""],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(shown["rate_per_sec"], Value::Null);
+    assert_eq!(shown["flush_interval_ms"], json!(3_600_000));
+    let reset = Instant::now();
+    loop {
+        let (s, _, _) = send(&http, &demo, json!({"event": "Tuned"})).await;
+        if s == 200 {
+            break;
+        }
+        assert!(
+            reset.elapsed() < Duration::from_secs(2),
+            "the reset never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Bad values are refused with a clear error and change nothing.
+    let (ok, err, _) = admin(
+        dir.path(),
+        &["set", "--team", &team, "--flush-interval", "soon"],
+    );
+    assert!(!ok);
+    assert_eq!(err["error"]["code"], json!("invalid_argument"), "{err}");
+    let (ok, err, _) = admin(dir.path(), &["show", "--team", "nope"]);
+    assert!(!ok);
+    assert_eq!(err["error"]["code"], json!("not_found"), "{err}");
+    assert_eq!(proc.sigterm(), 0);
+}
