@@ -59,6 +59,7 @@ pub async fn build_state_with_store(
         .spawn();
     }
     crate::warehouse::gc::spawn_heartbeat(catalog.clone(), config.flush.orphan_grace.0);
+    spawn_last_used_writer(catalog.clone());
     crate::warehouse::gc::spawn_collector(
         store.clone(),
         catalog.clone(),
@@ -71,6 +72,23 @@ pub async fn build_state_with_store(
         ingest,
         store,
     })
+}
+
+/// Writes the secrets' `last_used_at` every few seconds, off the request path.
+fn spawn_last_used_writer(catalog: Arc<Catalog>) {
+    let weak = Arc::downgrade(&catalog);
+    drop(catalog);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            let Some(c) = weak.upgrade() else { return };
+            let r = tokio::task::spawn_blocking(move || c.write_last_used()).await;
+            if let Ok(Err(e)) = r {
+                tracing::warn!(error = %e, "cannot record when secrets were last used; will retry");
+            }
+        }
+    });
 }
 
 /// Serves until `shutdown` resolves, then drains requests and flushes every buffer.

@@ -38,7 +38,7 @@ impl Role {
 }
 
 /// Data API key or events token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SecretKind {
     /// `x-api-key`, read access to the team's tables.
     DataKey,
@@ -47,7 +47,7 @@ pub enum SecretKind {
 }
 
 impl SecretKind {
-    fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             SecretKind::DataKey => "data_key",
             SecretKind::EventsToken => "events_token",
@@ -126,9 +126,6 @@ pub struct NewElement {
     /// Most rows the element returns.
     pub limit: Option<u64>,
 }
-
-/// Re-checked only this often, so a busy key is not a write per request.
-const LAST_USED_RESOLUTION_MS: i64 = 60_000;
 
 impl Catalog {
     /// Creates a team; names are unique.
@@ -308,54 +305,6 @@ impl Catalog {
                 return Err(CatalogError::NotFound(format!("no {} with id {id:?}", kind.as_str())));
             }
             Ok(())
-        })
-    }
-
-    /// The team a live secret of `kind` belongs to, with whether events are enabled for it.
-    /// Looked up by SHA-256, so timing reveals nothing about the secret itself.
-    fn authenticate(&self, kind: SecretKind, secret: &str) -> Result<Option<(TeamId, bool)>> {
-        let hash = secrets::hash(secret);
-        let found: Option<(String, String, bool, Option<i64>)> = self.with(|c| {
-            Ok(c.prepare_cached(
-                "SELECT s.id, s.team_id, t.events_enabled, s.last_used_at FROM secrets s
-                 JOIN teams t ON t.id = s.team_id
-                 WHERE s.hash = ?1 AND s.kind = ?2 AND s.revoked_at IS NULL",
-            )?
-            .query_row(params![hash, kind.as_str()], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()?)
-        })?;
-        let Some((id, team, enabled, last_used)) = found else {
-            return Ok(None);
-        };
-        let now = now_ms();
-        if last_used.is_none_or(|t| now - t >= LAST_USED_RESOLUTION_MS) {
-            // Best effort: a busy catalog must not fail the request.
-            let _ = self.with(|c| {
-                c.execute(
-                    "UPDATE secrets SET last_used_at = ?1 WHERE id = ?2",
-                    params![now, id],
-                )?;
-                Ok(())
-            });
-        }
-        Ok(Some((TeamId(team.into()), enabled)))
-    }
-
-    /// Checks a data API key.
-    pub fn auth_data_key(&self, secret: &str) -> Result<Option<TeamId>> {
-        Ok(self
-            .authenticate(SecretKind::DataKey, secret)?
-            .map(|(t, _)| t))
-    }
-
-    /// Checks an events token.
-    pub fn auth_events_token(&self, secret: &str) -> Result<TokenAuth> {
-        Ok(match self.authenticate(SecretKind::EventsToken, secret)? {
-            None => TokenAuth::Invalid,
-            Some((_, false)) => TokenAuth::EventsDisabled,
-            Some((team, true)) => TokenAuth::Team(team),
         })
     }
 

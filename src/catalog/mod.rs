@@ -3,6 +3,7 @@
 //! file, so an admin change takes effect on a running server at its next request.
 
 mod admin;
+mod auth;
 mod compaction;
 mod migrations;
 mod pending;
@@ -77,6 +78,8 @@ pub struct Catalog {
     next: AtomicUsize,
     /// This process as a writer of objects (random per open): owns its reservations.
     owner: String,
+    /// Live secrets, checked without a query per request.
+    auth: auth::AuthCache,
 }
 
 impl fmt::Debug for Catalog {
@@ -105,7 +108,10 @@ impl Catalog {
             }
             conns.push(Mutex::new(conn));
         }
+        let auth = Connection::open(path)?;
+        auth.busy_timeout(Duration::from_secs(10))?;
         Ok(Catalog {
+            auth: auth::AuthCache::new(auth),
             conns,
             next: AtomicUsize::new(0),
             owner: format!("w_{}", uuid::Uuid::now_v7().simple()),

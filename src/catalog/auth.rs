@@ -1,0 +1,217 @@
+//! Checking data keys and events tokens on the request path without a catalog query each time:
+//! a cache of live secrets (by SHA-256) on a dedicated read connection, emptied whenever
+//! anything has committed to the catalog since it was filled (`PRAGMA data_version`, which
+//! changes when *another* connection — this process's pool or another process such as the
+//! admin CLI — commits). A revoked secret therefore stops working at the very next request, as
+//! SPEC §1 asks, at the cost of one in-memory pragma per check. `last_used_at` is recorded in
+//! memory and written by [`Catalog::write_last_used`] off the request path.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::admin::{SecretKind, TokenAuth};
+use super::{Catalog, Result, TeamId, now_ms, secrets};
+
+/// `last_used_at` is written at most this often per secret.
+const LAST_USED_RESOLUTION_MS: i64 = 60_000;
+
+/// A live secret as last read.
+#[derive(Clone)]
+struct Hit {
+    id: String,
+    team: TeamId,
+    events_enabled: bool,
+}
+
+struct State {
+    conn: Connection,
+    version: i64,
+    live: HashMap<(SecretKind, Vec<u8>), Hit>,
+}
+
+/// The cache and the pending `last_used_at` writes.
+pub(super) struct AuthCache {
+    state: Mutex<State>,
+    /// Secret id → (time last used, time last written).
+    used: Mutex<HashMap<String, (i64, i64)>>,
+}
+
+impl AuthCache {
+    pub(super) fn new(conn: Connection) -> AuthCache {
+        AuthCache {
+            state: Mutex::new(State {
+                conn,
+                version: -1,
+                live: HashMap::new(),
+            }),
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Catalog {
+    /// The team a live secret of `kind` belongs to, with whether events are enabled for it.
+    /// Looked up by SHA-256, so timing reveals nothing about the secret itself.
+    fn authenticate(&self, kind: SecretKind, secret: &str) -> Result<Option<(TeamId, bool)>> {
+        let hash = secrets::hash(secret);
+        let hit = {
+            let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
+            let version: i64 = s
+                .conn
+                .prepare_cached("PRAGMA data_version")?
+                .query_row([], |r| r.get(0))?;
+            if version != s.version {
+                s.live.clear();
+                s.version = version;
+            }
+            let key = (kind, hash);
+            match s.live.get(&key) {
+                Some(hit) => Some(hit.clone()),
+                None => {
+                    let found = lookup(&s.conn, kind, &key.1)?;
+                    if let Some(hit) = &found {
+                        s.live.insert(key, hit.clone());
+                    }
+                    found
+                }
+            }
+        };
+        Ok(hit.map(|h| {
+            self.note_used(&h.id);
+            (h.team, h.events_enabled)
+        }))
+    }
+
+    fn note_used(&self, id: &str) {
+        let now = now_ms();
+        let mut used = self.auth.used.lock().unwrap_or_else(|p| p.into_inner());
+        match used.get_mut(id) {
+            Some((last, _)) => *last = now,
+            None => {
+                used.insert(id.to_string(), (now, i64::MIN));
+            }
+        }
+    }
+
+    /// Writes `last_used_at` of secrets used since their last write (at most once a minute
+    /// each). Called periodically off the request path; a busy catalog only delays it.
+    pub fn write_last_used(&self) -> Result<usize> {
+        let due: Vec<(String, i64)> = {
+            let used = self.auth.used.lock().unwrap_or_else(|p| p.into_inner());
+            used.iter()
+                .filter(|(_, (last, written))| {
+                    last.saturating_sub(*written) >= LAST_USED_RESOLUTION_MS
+                })
+                .map(|(id, (last, _))| (id.clone(), *last))
+                .collect()
+        };
+        if due.is_empty() {
+            return Ok(0);
+        }
+        self.with(|c| {
+            let tx = c.transaction()?;
+            for (id, at) in &due {
+                tx.execute(
+                    "UPDATE secrets SET last_used_at = MAX(COALESCE(last_used_at, 0), ?1) WHERE id = ?2",
+                    params![at, id],
+                )?;
+            }
+            tx.commit()?;
+            Ok(())
+        })?;
+        let mut used = self.auth.used.lock().unwrap_or_else(|p| p.into_inner());
+        for (id, at) in &due {
+            if let Some(e) = used.get_mut(id) {
+                e.1 = *at;
+            }
+        }
+        Ok(due.len())
+    }
+
+    /// Checks a data API key.
+    pub fn auth_data_key(&self, secret: &str) -> Result<Option<TeamId>> {
+        Ok(self
+            .authenticate(SecretKind::DataKey, secret)?
+            .map(|(t, _)| t))
+    }
+
+    /// Checks an events token.
+    pub fn auth_events_token(&self, secret: &str) -> Result<TokenAuth> {
+        Ok(match self.authenticate(SecretKind::EventsToken, secret)? {
+            None => TokenAuth::Invalid,
+            Some((_, false)) => TokenAuth::EventsDisabled,
+            Some((team, true)) => TokenAuth::Team(team),
+        })
+    }
+}
+
+fn lookup(conn: &Connection, kind: SecretKind, hash: &[u8]) -> Result<Option<Hit>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT s.id, s.team_id, t.events_enabled FROM secrets s
+             JOIN teams t ON t.id = s.team_id
+             WHERE s.hash = ?1 AND s.kind = ?2 AND s.revoked_at IS NULL",
+        )?
+        .query_row(params![hash, kind.as_str()], |r| {
+            Ok(Hit {
+                id: r.get(0)?,
+                team: TeamId::from(r.get::<_, String>(1)?.as_str()),
+                events_enabled: r.get(2)?,
+            })
+        })
+        .optional()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Role;
+
+    #[test]
+    fn cached_secrets_follow_revocation_by_another_process_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let server = Catalog::open(&path).unwrap();
+        // The admin CLI: another process, another open of the same file.
+        let cli = Catalog::open(&path).unwrap();
+        let team = cli.create_team("t").unwrap();
+        cli.create_user(&team, "o", Role::Owner).unwrap();
+        cli.set_events_enabled(&team, true).unwrap();
+        let (id, token) = cli
+            .create_secret(SecretKind::EventsToken, &team, "o")
+            .unwrap();
+        for _ in 0..3 {
+            assert!(matches!(
+                server.auth_events_token(&token).unwrap(),
+                TokenAuth::Team(_)
+            ));
+        }
+        cli.set_events_enabled(&team, false).unwrap();
+        assert_eq!(
+            server.auth_events_token(&token).unwrap(),
+            TokenAuth::EventsDisabled
+        );
+        cli.set_events_enabled(&team, true).unwrap();
+        assert!(matches!(
+            server.auth_events_token(&token).unwrap(),
+            TokenAuth::Team(_)
+        ));
+        // last_used_at is written off the request path, once.
+        assert_eq!(server.write_last_used().unwrap(), 1);
+        assert_eq!(server.write_last_used().unwrap(), 0);
+        let listed = cli.list_secrets(SecretKind::EventsToken, &team).unwrap();
+        assert!(listed[0].last_used_at.is_some());
+        cli.revoke_secret(SecretKind::EventsToken, &id).unwrap();
+        assert_eq!(
+            server.auth_events_token(&token).unwrap(),
+            TokenAuth::Invalid
+        );
+        assert_eq!(
+            server.auth_data_key(&token).unwrap(),
+            None,
+            "kinds never mix"
+        );
+    }
+}
