@@ -65,7 +65,9 @@ pub type Losers<'a> = Vec<(Vec<String>, &'a str)>;
 /// One value on its way to a column.
 struct Candidate<'a> {
     column: String,
-    path: Vec<String>,
+    /// Index of the key path of the object it came from (in the `prefixes` of [`flatten`]).
+    prefix: usize,
+    key: String,
     value: Value,
     raw: &'a str,
 }
@@ -81,69 +83,92 @@ pub fn flatten<'a>(
     names: Names,
 ) -> Result<(Vec<Cell>, Losers<'a>), ApiError> {
     let mut found = Vec::new();
-    let path: Vec<String> = path_prefix.iter().map(|p| p.to_string()).collect();
-    collect(obj, raw_prefix, &path, 1, field, names, &mut found)?;
-    let mut slots: HashMap<String, usize> = HashMap::new();
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut winners: Vec<usize> = Vec::new(); // index into `found` per cell
-    let mut losers = Vec::new();
+    let mut prefixes: Vec<Vec<String>> = vec![path_prefix.iter().map(|p| p.to_string()).collect()];
+    collect(obj, raw_prefix, (&mut prefixes, 0), 1, field, names, &mut found)?;
+    let path_of = |c: &Candidate| {
+        let mut p = prefixes[c.prefix].clone();
+        p.push(c.key.clone());
+        p
+    };
+    // Which candidate takes each column (slots in order of first appearance) and which lose.
+    let mut slots: HashMap<&str, usize> = HashMap::with_capacity(found.len());
+    let mut winners: Vec<usize> = Vec::with_capacity(found.len()); // index into `found`
+    let mut lost: Vec<usize> = Vec::new();
     for (i, c) in found.iter().enumerate() {
-        match slots.get(&c.column) {
+        match slots.get(c.column.as_str()) {
             None => {
-                slots.insert(c.column.clone(), cells.len());
-                cells.push((c.column.clone(), c.value.clone()));
+                slots.insert(&c.column, winners.len());
                 winners.push(i);
             }
             Some(&slot) => {
-                if cells[slot].1 == Value::Null && c.value != Value::Null {
+                if found[winners[slot]].value == Value::Null && c.value != Value::Null {
                     // A null never wins: the earlier null becomes the loser.
-                    let prev = &found[winners[slot]];
-                    losers.push((winners[slot], prev.path.clone(), prev.raw));
-                    cells[slot].1 = c.value.clone();
+                    lost.push(winners[slot]);
                     winners[slot] = i;
                 } else {
-                    losers.push((i, c.path.clone(), c.raw));
+                    lost.push(i);
                 }
             }
         }
     }
-    losers.sort_by_key(|(i, _, _)| *i);
-    Ok((cells, losers.into_iter().map(|(_, p, r)| (p, r)).collect()))
+    drop(slots);
+    lost.sort_unstable();
+    let losers = lost
+        .iter()
+        .map(|&i| (path_of(&found[i]), found[i].raw))
+        .collect();
+    let cells = winners
+        .iter()
+        .map(|&i| {
+            let c = &mut found[i];
+            (std::mem::take(&mut c.column), std::mem::replace(&mut c.value, Value::Null))
+        })
+        .collect();
+    Ok((cells, losers))
 }
 
 fn collect<'a>(
     obj: &RawObject<'a>,
     raw_prefix: &str,
-    path_prefix: &[String],
+    (prefixes, prefix): (&mut Vec<Vec<String>>, usize),
     depth: usize,
     field: &str,
     names: Names,
     out: &mut Vec<Candidate<'a>>,
 ) -> Result<(), ApiError> {
+    // Built only when needed: error messages and nested objects.
+    let field_of = |key: &str| format!("{field}.{key}");
     for (key, raw) in &obj.0 {
-        let field = format!("{field}.{key}");
-        if naming::normalize(key).is_empty() {
+        // A name normalises to nothing exactly when it has no ASCII letter or digit.
+        if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
             return Err(ApiError::bad_request(
                 "invalid_property_name",
                 format!("{key:?} has no letter or digit to make a column name from"),
             )
-            .field(&field));
+            .field(field_of(key)));
         }
         let joined = if raw_prefix.is_empty() {
-            key.clone()
+            std::borrow::Cow::Borrowed(key.as_str())
         } else {
-            format!("{raw_prefix}_{key}")
+            let mut j = String::with_capacity(raw_prefix.len() + 1 + key.len());
+            j.push_str(raw_prefix);
+            j.push('_');
+            j.push_str(key);
+            std::borrow::Cow::Owned(j)
         };
-        let mut path = path_prefix.to_vec();
-        path.push(key.clone());
         let text = raw.get();
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
             let inner: RawObject<'a> = serde_json::from_str(text).map_err(|e| {
-                ApiError::bad_request("invalid_json", format!("{field}: {e}")).field(&field)
+                let f = field_of(key);
+                ApiError::bad_request("invalid_json", format!("{f}: {e}")).field(f)
             })?;
             // An empty object has no keys to flatten: it is kept as `{}` under its own name.
             if !inner.0.is_empty() {
-                collect(&inner, &joined, &path, depth + 1, &field, names, out)?;
+                let mut path = prefixes[prefix].clone();
+                path.push(key.clone());
+                prefixes.push(path);
+                let id = prefixes.len() - 1;
+                collect(&inner, &joined, (&mut *prefixes, id), depth + 1, &field_of(key), names, out)?;
                 continue;
             }
         }
@@ -155,7 +180,8 @@ fn collect<'a>(
         };
         out.push(Candidate {
             column,
-            path,
+            prefix,
+            key: key.clone(),
             value: typed(text)?,
             raw: text,
         });

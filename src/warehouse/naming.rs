@@ -16,9 +16,50 @@ pub const STANDARD_COLUMNS: &[&str] = &[
     "anonymous_id",
 ];
 
+/// Names already in normal form pass through; others are normalised once per thread and
+/// remembered (event keys repeat endlessly), up to this many.
+const CACHE_LIMIT: usize = 8192;
+
+thread_local! {
+    static NORMALIZED: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Whether `s` is its own normal form: `[a-z0-9_]`, no leading digit or `_`, no trailing `_`,
+/// no `__`, at most [`MAX_NAME_LEN`] bytes, not empty.
+fn is_normal(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_NAME_LEN
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && !b[0].is_ascii_digit()
+        && b[0] != b'_'
+        && b[b.len() - 1] != b'_'
+        && !b.windows(2).any(|w| w == b"__")
+}
+
 /// Normalises a name: camelCase → snake_case, lowercase, other characters → `_`, runs of `_`
 /// collapsed, trimmed, a leading digit prefixed with `_`, cut to 128 chars. May return "".
 pub fn normalize(raw: &str) -> String {
+    if is_normal(raw) {
+        return raw.to_string();
+    }
+    if let Some(hit) = NORMALIZED.with(|c| c.borrow().get(raw).cloned()) {
+        return hit;
+    }
+    let name = normalize_slow(raw);
+    NORMALIZED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= CACHE_LIMIT {
+            c.clear();
+        }
+        c.insert(raw.to_string(), name.clone());
+    });
+    name
+}
+
+fn normalize_slow(raw: &str) -> String {
     let chars: Vec<char> = raw.chars().collect();
     let mut out = String::with_capacity(raw.len() + 4);
     for (i, &c) in chars.iter().enumerate() {
