@@ -121,15 +121,26 @@ async fn half_sent_requests_are_cut_off_while_others_are_served() {
         t.seeded.token
     )
     .into_bytes();
-    let requests = (0..1400).map(|i| {
-        let bytes = if i < 1200 {
-            partial_head.clone()
-        } else {
-            partial_body.clone()
-        };
-        open(addr, bytes)
-    });
-    let opened: Vec<_> = futures::stream::iter(requests).buffered(64).collect().await;
+    let mut opened = Vec::new();
+    for batch in 0..14 {
+        let requests = (batch * 100..(batch + 1) * 100).map(|i| {
+            let bytes = if i < 1200 {
+                partial_head.clone()
+            } else {
+                partial_body.clone()
+            };
+            open(addr, bytes)
+        });
+        let streams: Vec<_> = futures::stream::iter(requests).buffered(64).collect().await;
+        opened.extend(streams);
+        // A fresh connection is accepted after the batch (the backlog is FIFO), so its answer
+        // shows the server took them all in. Pacing the client this way keeps the listen backlog
+        // (128 with tokio's `bind`) from overflowing while the server is busy, which would make
+        // the kernel drop SYNs and the client retry a second later.
+        let (mut s, _) = open(addr, GET_HEALTHZ.to_vec()).await;
+        let resp = read_response(&mut s, MARGIN).await.unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200 "), "{resp}");
+    }
     let opened_in = started.elapsed();
     let waits = opened.into_iter().map(|(s, sent)| async move {
         (sent, wait_closed(s, sent + HEADER.max(BODY) + MARGIN).await)
@@ -194,23 +205,29 @@ async fn idle_connections_are_closed() {
 
     // After a response, a keep-alive connection waits for the idle timeout — longer than the
     // header timeout, which only runs once a new request has begun.
-    let (mut s, sent) = open(addr, GET_HEALTHZ.to_vec()).await;
-    let resp = read_response(&mut s, MARGIN).await.unwrap();
-    assert!(resp.starts_with("HTTP/1.1 200 "), "{resp}");
-    let (rest, closed_at) = wait_closed(s, sent + IDLE + MARGIN).await.unwrap();
-    assert_eq!(rest, "");
-    let after = closed_at.duration_since(sent);
-    assert!(
-        after >= IDLE,
-        "closed after {after:?}, before the idle timeout"
-    );
-
+    let after_a_request = async {
+        let (mut s, sent) = open(addr, GET_HEALTHZ.to_vec()).await;
+        let resp = read_response(&mut s, MARGIN).await.unwrap();
+        assert!(resp.starts_with("HTTP/1.1 200 "), "{resp}");
+        let (rest, closed_at) = wait_closed(s, sent + IDLE + MARGIN).await.unwrap();
+        assert_eq!(rest, "");
+        closed_at.duration_since(sent)
+    };
     // A connection that never sends anything is idle too.
-    let connected = Instant::now();
-    let s = TcpStream::connect(addr).await.unwrap();
-    let (rest, closed_at) = wait_closed(s, connected + IDLE + MARGIN).await.unwrap();
-    assert_eq!(rest, "");
-    assert!(closed_at.duration_since(connected) >= IDLE);
+    let silent = async {
+        let connected = Instant::now();
+        let s = TcpStream::connect(addr).await.unwrap();
+        let (rest, closed_at) = wait_closed(s, connected + IDLE + MARGIN).await.unwrap();
+        assert_eq!(rest, "");
+        closed_at.duration_since(connected)
+    };
+    let (after_a_request, silent) = tokio::join!(after_a_request, silent);
+    for after in [after_a_request, silent] {
+        assert!(
+            after >= IDLE,
+            "closed after {after:?}, before the idle timeout"
+        );
+    }
 }
 
 #[tokio::test]
