@@ -1,6 +1,6 @@
 //! Wires the service together — config → catalog, object store, ingestion, router — serves it
-//! on a listener, and shuts down in order: stop accepting, finish requests, flush and commit
-//! every buffer.
+//! on a listener through the public edge ([`crate::http::edge`]), and shuts down in order: stop
+//! accepting, finish requests, flush and commit every buffer.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::http::{AppState, router};
+use crate::http::{AppState, edge, router};
 use crate::ingest::Ingest;
 use crate::ingest::flush::FlushCtx;
 
@@ -97,9 +97,8 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let limits = edge::Limits::from(&state.config.server);
+    edge::serve(listener, router(state.clone()), limits, shutdown).await;
     tracing::info!("no longer accepting requests; flushing buffers");
     state.ingest.shutdown().await;
     tracing::info!("all buffers committed; bye");

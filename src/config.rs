@@ -44,6 +44,14 @@ pub struct ServerConfig {
     pub public_url: String,
     /// Base of share URLs (`{app_url}/canvas/…/element/…/new-canvas`); empty means `public_url`.
     pub app_url: String,
+    /// Time to receive a complete request head, from its first byte.
+    pub header_timeout: HumanDuration,
+    /// Time to receive a whole request body, from the end of its head; then 408 and close.
+    pub body_timeout: HumanDuration,
+    /// A keep-alive connection with no request in flight is closed after this long.
+    pub idle_timeout: HumanDuration,
+    /// Most open connections; further ones wait in the listen backlog until one closes.
+    pub max_connections: usize,
 }
 
 impl Default for ServerConfig {
@@ -52,6 +60,10 @@ impl Default for ServerConfig {
             listen: "127.0.0.1:8080".into(),
             public_url: String::new(),
             app_url: String::new(),
+            header_timeout: HumanDuration(Duration::from_secs(10)),
+            body_timeout: HumanDuration(Duration::from_secs(30)),
+            idle_timeout: HumanDuration(Duration::from_secs(60)),
+            max_connections: 10_000,
         }
     }
 }
@@ -494,6 +506,18 @@ impl Config {
                 message: message.into(),
             })
         };
+        for (key, d) in [
+            ("server.header_timeout", self.server.header_timeout),
+            ("server.body_timeout", self.server.body_timeout),
+            ("server.idle_timeout", self.server.idle_timeout),
+        ] {
+            if d.0.is_zero() {
+                return bad(key, "must be greater than zero");
+            }
+        }
+        if !(1..=tokio::sync::Semaphore::MAX_PERMITS).contains(&self.server.max_connections) {
+            return bad("server.max_connections", "must be at least 1");
+        }
         if self.flush.interval.0.is_zero() {
             return bad("flush.interval", "must be greater than zero");
         }
@@ -607,6 +631,34 @@ mod tests {
     }
 
     #[test]
+    fn edge_settings_come_from_the_environment() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("STOWAGE_SERVER__HEADER_TIMEOUT", "2s"),
+                ("STOWAGE_SERVER__BODY_TIMEOUT", "3s"),
+                ("STOWAGE_SERVER__IDLE_TIMEOUT", "4s"),
+                ("STOWAGE_SERVER__MAX_CONNECTIONS", "50"),
+            ]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(c.server.header_timeout.0, Duration::from_secs(2));
+        assert_eq!(c.server.body_timeout.0, Duration::from_secs(3));
+        assert_eq!(c.server.idle_timeout.0, Duration::from_secs(4));
+        assert_eq!(c.server.max_connections, 50);
+        for (key, value) in [
+            ("STOWAGE_SERVER__IDLE_TIMEOUT", "0s"),
+            ("STOWAGE_SERVER__MAX_CONNECTIONS", "0"),
+        ] {
+            let err = Config::load(None, env(&[(key, value)]), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("server."), "{err}");
+        }
+    }
+
+    #[test]
     fn bad_values_name_the_key() {
         let err = Config::load(
             None,
@@ -647,6 +699,10 @@ mod tests {
         assert_eq!(c.ingest.team_budget, d.ingest.team_budget);
         assert_eq!(c.ingest.global_budget, d.ingest.global_budget);
         assert_eq!(c.server.listen, d.server.listen);
+        assert_eq!(c.server.header_timeout, d.server.header_timeout);
+        assert_eq!(c.server.body_timeout, d.server.body_timeout);
+        assert_eq!(c.server.idle_timeout, d.server.idle_timeout);
+        assert_eq!(c.server.max_connections, d.server.max_connections);
         assert_eq!(c.storage.data_dir, d.storage.data_dir);
         assert_eq!(c.limits.columns_per_table, d.limits.columns_per_table);
         assert_eq!(c.parquet.zstd_level, d.parquet.zstd_level);

@@ -137,6 +137,11 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        if self.status == StatusCode::REQUEST_TIMEOUT {
+            // The rest of the body is not coming; do not wait for the next request on this socket.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if let Some(allow) = self.allow {
             resp.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static(allow));

@@ -1,7 +1,9 @@
 //! stowage: event ingestion into per-team Parquet warehouses, and streamed table downloads.
 //!
-//! Data flow. A tracker's `POST /v1/event` enters [`http`], is authenticated against the
-//! [`catalog`], and validated and mapped to warehouse rows by [`ingest::event`] (names and types
+//! Data flow. A tracker's `POST /v1/event` enters [`http`] through its public edge
+//! ([`http::edge`]: connection cap, header/body/idle timeouts; a request id per request), is
+//! authenticated against the [`catalog`], and validated and mapped to warehouse rows by
+//! [`ingest::event`] (names and types
 //! from [`warehouse::naming`] and [`warehouse::schema`]). [`ingest::admission`] checks the byte
 //! budgets, then [`ingest::Ingest::submit`] — the single acknowledgement point — appends the event
 //! to the write-ahead log ([`wal`]), whose group-commit writer fsyncs many events at once; the

@@ -9,7 +9,7 @@ use axum::body::Body;
 use bytes::Bytes;
 use object_store::ObjectStore;
 use tokio::sync::mpsc;
-use tracing::{error, info};
+use tracing::{Instrument, error, info};
 
 use super::compress::Compressor;
 use super::cursor::{self, Cursor};
@@ -31,7 +31,8 @@ pub fn body(
     compressor: Compressor,
 ) -> Body {
     let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
-    tokio::spawn(async move {
+    // In the request's span, so its log lines carry the request id.
+    let producer = async move {
         let started = std::time::Instant::now();
         match produce(store, plan, batch_rows, encoder, compressor, &tx).await {
             Ok(Some(rows)) => {
@@ -47,7 +48,8 @@ pub fn body(
                 let _ = tx.send(Err(std::io::Error::other(e))).await;
             }
         }
-    });
+    };
+    tokio::spawn(producer.in_current_span());
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });

@@ -7,6 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use bytes::Bytes;
 
+use super::edge::is_body_timeout;
 use crate::error::ApiError;
 
 fn too_large(limit: usize) -> ApiError {
@@ -49,6 +50,12 @@ pub async fn read_limited(
         let inner = e.into_inner();
         if inner.is::<http_body_util::LengthLimitError>() {
             too_large(limit)
+        } else if is_body_timeout(&*inner) {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                format!("{inner}; send the whole body promptly"),
+            )
         } else {
             ApiError::bad_request("invalid_body", format!("could not read the body: {inner}"))
         }

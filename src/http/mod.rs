@@ -1,11 +1,15 @@
-//! The HTTP edge: the router ([`router`]), one file per endpoint group, and body reading with
-//! limits ([`body`]). Handlers are thin: extract, validate, call one service, map the result.
+//! The HTTP edge: the accept loop with its timeouts and connection cap ([`edge`]), the router
+//! ([`router`]) with its request ids ([`request_id`]), one file per endpoint group, and body
+//! reading with limits ([`body`]). Handlers are thin: extract, validate, call one service, map the
+//! result.
 
 pub mod body;
+pub mod edge;
 pub mod events;
 pub mod health;
 pub mod import;
 pub mod metrics;
+pub mod request_id;
 pub mod router;
 pub mod segment;
 pub mod tables;

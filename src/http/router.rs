@@ -1,5 +1,5 @@
 //! Routes and shared state. Every error, including unknown paths and wrong methods, is the JSON
-//! error body.
+//! error body, and every response has an `X-Request-Id`.
 
 use std::sync::Arc;
 
@@ -7,7 +7,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use object_store::ObjectStore;
 
-use super::{events, health, import, metrics, segment, tables};
+use super::{events, health, import, metrics, request_id, segment, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -62,5 +62,6 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(axum::middleware::from_fn(metrics::track))
+        .layer(axum::middleware::from_fn(request_id::request_id))
         .with_state(state)
 }

@@ -84,7 +84,15 @@ pub fn flatten<'a>(
 ) -> Result<(Vec<Cell>, Losers<'a>), ApiError> {
     let mut found = Vec::new();
     let mut prefixes: Vec<Vec<String>> = vec![path_prefix.iter().map(|p| p.to_string()).collect()];
-    collect(obj, raw_prefix, (&mut prefixes, 0), 1, field, names, &mut found)?;
+    collect(
+        obj,
+        raw_prefix,
+        (&mut prefixes, 0),
+        1,
+        field,
+        names,
+        &mut found,
+    )?;
     let path_of = |c: &Candidate| {
         let mut p = prefixes[c.prefix].clone();
         p.push(c.key.clone());
@@ -121,7 +129,10 @@ pub fn flatten<'a>(
         .iter()
         .map(|&i| {
             let c = &mut found[i];
-            (std::mem::take(&mut c.column), std::mem::replace(&mut c.value, Value::Null))
+            (
+                std::mem::take(&mut c.column),
+                std::mem::replace(&mut c.value, Value::Null),
+            )
         })
         .collect();
     Ok((cells, losers))
@@ -168,7 +179,15 @@ fn collect<'a>(
                 path.push(key.clone());
                 prefixes.push(path);
                 let id = prefixes.len() - 1;
-                collect(&inner, &joined, (&mut *prefixes, id), depth + 1, &field_of(key), names, out)?;
+                collect(
+                    &inner,
+                    &joined,
+                    (&mut *prefixes, id),
+                    depth + 1,
+                    &field_of(key),
+                    names,
+                    out,
+                )?;
                 continue;
             }
         }

@@ -1,0 +1,116 @@
+//! The public edge: the accept loop that puts the router on the internet. It owns what a plain
+//! `axum::serve` leaves open to half-sent requests and idle clients: a cap on open connections
+//! (`server.max_connections`; beyond it new connections wait in the listen backlog and cost
+//! nothing), the header and idle timeouts of each connection (`conn.rs`), the deadline on
+//! request bodies ([`TimedBody`]), and graceful shutdown: stop accepting, let requests in flight
+//! finish, close idle connections, return once every connection is gone.
+
+mod body;
+mod conn;
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::ServerConfig;
+
+pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
+
+/// The edge's timeouts and connection cap, from `[server]`.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From the first byte of a request head to its end.
+    pub header_timeout: Duration,
+    /// From the end of a request head to the end of its body.
+    pub body_timeout: Duration,
+    /// A connection with no request in flight and no byte of the next one.
+    pub idle_timeout: Duration,
+    /// Open connections at most.
+    pub max_connections: usize,
+}
+
+impl From<&ServerConfig> for Limits {
+    fn from(c: &ServerConfig) -> Self {
+        Self {
+            header_timeout: c.header_timeout.0,
+            body_timeout: c.body_timeout.0,
+            idle_timeout: c.idle_timeout.0,
+            max_connections: c.max_connections,
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then waits until every connection
+/// has closed (requests in flight finish; idle connections close at once).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    // A connection holds a permit for its whole life; the loop takes one *before* accepting, so
+    // at the cap the next connection stays in the kernel's backlog instead of costing a task.
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    // Tells connections to finish their request in flight and close.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // Every connection holds a receiver; `closed()` resolves when the last one has gone.
+    let (open_tx, open_rx) = watch::channel(());
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            permit = permits.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_closed) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) if is_connection_error(&e) => continue,
+            Err(e) => {
+                // Most likely out of file descriptors: wait for some to close rather than spin.
+                tracing::error!(error = %e, "accept failed; retrying in 1s");
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        let guard = (permit, open_rx.clone());
+        tokio::spawn(conn::serve(
+            stream,
+            router.clone(),
+            limits,
+            stop_rx.clone(),
+            guard,
+        ));
+    }
+    drop(listener);
+    stop_tx.send_replace(true);
+    drop(open_rx);
+    tracing::debug!(
+        connections = open_tx.receiver_count(),
+        "stopped accepting; waiting for open connections"
+    );
+    open_tx.closed().await;
+}
+
+/// An error about one connection (the peer went away before it was accepted), not the listener.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
+}
