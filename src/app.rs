@@ -105,6 +105,30 @@ pub async fn serve(
     Ok(())
 }
 
+/// Listens on `addr` (host:port, names resolved) with a backlog of 4096 — tokio's default of 128
+/// would make the kernel drop new connections while `server.max_connections` is reached.
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|_| socket.listen(4096)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{addr} resolves to no address"),
+        )
+    }))
+}
+
 /// The base URL clients should use: `server.public_url`, else `http://<bound address>`.
 pub fn base_url(config: &Config, addr: SocketAddr) -> String {
     let configured = config.server.public_url.trim_end_matches('/');
@@ -138,7 +162,7 @@ impl RunningServer {
         config: Config,
         store: Arc<dyn ObjectStore>,
     ) -> Result<RunningServer, StartError> {
-        let listener = TcpListener::bind(&config.server.listen).await?;
+        let listener = bind(&config.server.listen).await?;
         let addr = listener.local_addr()?;
         let state = build_state_with_store(config, store).await?;
         state.ingest.wait_ready().await;

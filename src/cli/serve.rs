@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{Config, LogFormat};
@@ -53,14 +52,12 @@ pub fn run(config: Config, args: ServeArgs) -> ExitCode {
 }
 
 async fn serve(config: Config, args: ServeArgs) -> Result<(), app::StartError> {
-    let listener = TcpListener::bind(&config.server.listen)
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot listen on {} (server.listen): {e}",
-                config.server.listen
-            )
-        })?;
+    let listener = crate::app::bind(&config.server.listen).await.map_err(|e| {
+        format!(
+            "cannot listen on {} (server.listen): {e}",
+            config.server.listen
+        )
+    })?;
     let addr = listener.local_addr()?;
     let base = app::base_url(&config, addr);
     let app_url = if config.server.app_url.is_empty() {
