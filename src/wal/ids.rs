@@ -76,22 +76,29 @@ impl IdArchive {
     /// Writes the client ids of `seg` durably; call before deleting the segment. Returns how
     /// many ids were archived.
     pub fn archive(&self, seg: &SegmentMeta, now_us: i64) -> std::io::Result<usize> {
-        let (records, _) = segment::read(&seg.path)?;
-        let mut buf = Vec::new();
-        let (mut count, mut newest) = (0usize, i64::MIN);
-        for r in records.iter().filter(|r| r.flags & FLAG_CLIENT_ID != 0) {
-            encode(
-                r.seq,
-                r.flags,
-                r.received_at,
-                r.team.as_str(),
-                &r.id,
-                &[],
-                &mut buf,
-            );
-            count += 1;
-            newest = newest.max(r.received_at);
-        }
+        // A segment written by this process brings its ids; one found at start-up is read.
+        let mut read = Vec::new();
+        let (buf, count, newest) = match &seg.ids {
+            Some(ids) => (&ids.records, ids.count, ids.newest),
+            None => {
+                let (records, _) = segment::read(&seg.path)?;
+                let (mut count, mut newest) = (0usize, i64::MIN);
+                for r in records.iter().filter(|r| r.flags & FLAG_CLIENT_ID != 0) {
+                    encode(
+                        r.seq,
+                        r.flags,
+                        r.received_at,
+                        r.team.as_str(),
+                        &r.id,
+                        &[],
+                        &mut read,
+                    );
+                    count += 1;
+                    newest = newest.max(r.received_at);
+                }
+                (&read, count, newest)
+            }
+        };
         if count > 0 {
             std::fs::create_dir_all(&self.dir)?;
             let name = format!("{:020}-{newest}-{count}.ids", seg.first_seq);
@@ -99,7 +106,7 @@ impl IdArchive {
             let written = (|| {
                 use std::io::Write;
                 let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(&buf)?;
+                f.write_all(buf)?;
                 f.sync_all()
             })();
             if let Err(e) = written {
@@ -163,6 +170,7 @@ mod tests {
         let path = dir.join(segment::file_name(first));
         std::fs::write(&path, buf).unwrap();
         SegmentMeta {
+            ids: None,
             path,
             first_seq: first,
             last_seq: Some(first + ids.len() as u64 - 1),

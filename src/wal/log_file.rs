@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tracing::{error, info};
 
-use super::segment::{SegmentMeta, file_name, sync_dir};
+use super::segment::{SegmentIds, SegmentMeta, file_name, sync_dir};
 
 /// The open segment and what is known about it.
 pub(super) struct LogFile {
@@ -38,9 +38,15 @@ impl LogFile {
         }
     }
 
-    /// Writes and fsyncs `buf` (records `first_seq..=last_seq`). On error the partial batch is
-    /// cut off before returning (or at the next call, if the cut fails too).
-    pub fn append(&mut self, buf: &[u8], first_seq: u64, last_seq: u64) -> std::io::Result<()> {
+    /// Writes and fsyncs `buf` (records `first_seq..=last_seq`; `ids` are its client ids, for
+    /// the archive). On error the partial batch is cut off before returning (or at the next
+    /// call, if the cut fails too).
+    pub fn append(
+        &mut self,
+        buf: &[u8],
+        (first_seq, last_seq): (u64, u64),
+        ids: &SegmentIds,
+    ) -> std::io::Result<()> {
         if self.needs_cut {
             self.cut()?;
         }
@@ -57,6 +63,15 @@ impl LogFile {
                 self.len += buf.len() as u64;
                 if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
                     cur.last_seq = Some(cur.last_seq.map_or(last_seq, |l| l.max(last_seq)));
+                    if ids.count > 0 {
+                        let mine = cur.ids.get_or_insert_with(|| SegmentIds {
+                            newest: i64::MIN,
+                            ..SegmentIds::default()
+                        });
+                        mine.records.extend_from_slice(&ids.records);
+                        mine.count += ids.count;
+                        mine.newest = mine.newest.max(ids.newest);
+                    }
                 }
                 if self.len >= self.segment_size {
                     self.file = None; // the next batch opens a new segment
@@ -119,6 +134,11 @@ fn open_segment(dir: &std::path::Path, first_seq: u64) -> std::io::Result<(File,
             path,
             first_seq,
             last_seq: None,
+            // Opened by this process: its ids are collected as they are written.
+            ids: Some(SegmentIds {
+                newest: i64::MIN,
+                ..SegmentIds::default()
+            }),
         },
     ))
 }

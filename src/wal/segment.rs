@@ -15,6 +15,21 @@ pub struct SegmentMeta {
     pub first_seq: u64,
     /// Sequence number of its last record, once known.
     pub last_seq: Option<u64>,
+    /// The client-id records written to it by this process (framed like records, with empty
+    /// bodies), kept so that archiving its ids need not read the segment back; `None` for a
+    /// segment found at start-up.
+    pub ids: Option<SegmentIds>,
+}
+
+/// The client ids a segment holds, as the id archive stores them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SegmentIds {
+    /// Framed records with empty bodies.
+    pub records: Vec<u8>,
+    /// How many.
+    pub count: usize,
+    /// The newest receive time among them.
+    pub newest: i64,
 }
 
 /// The file name of a segment starting at `first_seq`.
@@ -36,6 +51,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<SegmentMeta>> {
         };
         if let Ok(first_seq) = stem.parse::<u64>() {
             out.push(SegmentMeta {
+                ids: None,
                 path,
                 first_seq,
                 last_seq: None,

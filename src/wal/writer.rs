@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
 use super::log_file::LogFile;
-use super::record::{FLAG_MARKER, encode};
+use super::record::{FLAG_CLIENT_ID, FLAG_MARKER, encode};
+use super::segment::SegmentIds;
 use super::segment::SegmentMeta;
 use crate::catalog::TeamId;
 
@@ -142,6 +143,7 @@ impl<T: Send + 'static> Writer<T> {
         );
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
+        let mut ids = SegmentIds::default();
         let mut carry: Vec<(Append<T>, u64)> = Vec::new();
         let mut pause = RETRY_FIRST;
         let mut batch: Vec<Append<T>> = Vec::new();
@@ -180,6 +182,8 @@ impl<T: Send + 'static> Writer<T> {
             }
             self.next_seq.store(seq, Ordering::Release);
             buf.clear();
+            ids.records.clear();
+            (ids.count, ids.newest) = (0, i64::MIN);
             let (mut first_seq, mut last_seq, mut records) = (None, 0, 0);
             for (a, first) in &appends {
                 let logged = a.entries.iter().filter(|e| e.flags & FLAG_MARKER == 0);
@@ -193,6 +197,20 @@ impl<T: Send + 'static> Writer<T> {
                         &e.body,
                         &mut buf,
                     );
+                    if e.flags & FLAG_CLIENT_ID != 0 {
+                        let team = e.team.as_str();
+                        encode(
+                            s,
+                            e.flags,
+                            e.received_at,
+                            team,
+                            &e.id,
+                            &[],
+                            &mut ids.records,
+                        );
+                        ids.count += 1;
+                        ids.newest = ids.newest.max(e.received_at);
+                    }
                     first_seq.get_or_insert(s);
                     last_seq = last_seq.max(s);
                     records += 1;
@@ -206,7 +224,7 @@ impl<T: Send + 'static> Writer<T> {
                 continue;
             };
             let started = Instant::now();
-            let result = log.append(&buf, first_seq, last_seq);
+            let result = log.append(&buf, (first_seq, last_seq), &ids);
             last_sync = Instant::now();
             self.record_sync(started.elapsed(), records);
             match result {
