@@ -5,7 +5,7 @@
 //! text — see [`crate::warehouse::schema::TYPE_KEY`]), and a column widened to string takes each
 //! value's text by [`crate::warehouse::text`], the same conversion readers apply to older files.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{

@@ -4,7 +4,9 @@
 //! original: it is acknowledged only if the original was stored, and retried as new if the
 //! original failed. Bounded: at most `capacity` ids, oldest first out.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;

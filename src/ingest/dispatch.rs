@@ -15,7 +15,7 @@ use tracing::{debug, error, warn};
 
 use super::event::EventRows;
 use super::supervisor::{Supervisor, SupervisorMsg};
-use super::team::{TeamActor, TeamArgs, TeamCtx, TeamMsg};
+use super::team::{Logged, TeamActor, TeamArgs, TeamCtx, TeamMsg};
 use crate::catalog::TeamId;
 use crate::wal::{Wal, Written};
 
@@ -59,6 +59,9 @@ pub enum Control {
     /// The WAL is closed: dispatch what is left, flush, stop every actor, reply.
     Shutdown(oneshot::Sender<()>),
 }
+
+/// Most logged events handed on in one go (one actor message per team among them).
+const DRAIN_MAX: usize = 4096;
 
 /// How often segments are checked for deletion.
 const WAL_GC_EVERY: Duration = Duration::from_millis(500);
@@ -126,33 +129,65 @@ impl Dispatcher {
         self.gc_task = Some(tokio::task::spawn_blocking(move || wal.release_below(min)));
     }
 
-    async fn dispatch(&mut self, w: Written<Payload>) {
-        let (rows, bytes) = match w.payload {
-            Payload::Event { rows, bytes } => (rows, bytes),
-            Payload::FlushBarrier(reply) => return self.control(Control::FlushAll(reply)).await,
-        };
-        self.last_dispatched.insert(w.team.clone(), w.seq);
-        self.dispatched_through = self.dispatched_through.max(w.seq);
-        self.ctx.progress.note_dispatched(&w.team, w.seq);
-        if self.needs_rebuild.contains(&w.team) {
-            // A new actor rebuilds everything up to and including this record from the WAL.
-            self.actors.remove(&w.team);
-            self.spawn(&w.team, Some(w.seq)).await;
-            return;
+    /// Dispatches `first` and whatever else is already queued (up to [`DRAIN_MAX`]), one
+    /// actor message per team for the lot, in log order.
+    async fn dispatch(&mut self, first: Written<Payload>) {
+        let mut pending: Vec<(TeamId, Vec<Logged>)> = Vec::new();
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some(w) = next.take() {
+            match w.payload {
+                Payload::FlushBarrier(reply) => {
+                    // Everything before the barrier reaches its actor first.
+                    self.send(std::mem::take(&mut pending)).await;
+                    self.control(Control::FlushAll(reply)).await;
+                }
+                Payload::Event { rows, bytes } => {
+                    self.last_dispatched.insert(w.team.clone(), w.seq);
+                    self.dispatched_through = self.dispatched_through.max(w.seq);
+                    self.ctx.progress.note_dispatched(&w.team, w.seq);
+                    if self.needs_rebuild.contains(&w.team) {
+                        // A new actor rebuilds everything up to and including this record from
+                        // the WAL, the team's records pending here included.
+                        pending.retain(|(t, _)| *t != w.team);
+                        self.actors.remove(&w.team);
+                        self.spawn(&w.team, Some(w.seq)).await;
+                    } else {
+                        match pending.iter_mut().find(|(t, _)| *t == w.team) {
+                            Some((_, events)) => events.push((rows, w.seq, bytes)),
+                            None => pending.push((w.team, vec![(rows, w.seq, bytes)])),
+                        }
+                    }
+                }
+            }
+            taken += 1;
+            if taken < DRAIN_MAX {
+                next = self.data.try_recv().ok();
+            }
         }
-        let msg = TeamMsg::Append(rows, w.seq, bytes);
-        let sent = match self.actors.get(&w.team) {
-            Some(actor) => actor.cast(msg).is_ok(),
-            None => match self.spawn(&w.team, None).await {
+        self.send(pending).await;
+    }
+
+    /// Hands each team its events (starting its actor if needed).
+    async fn send(&mut self, pending: Vec<(TeamId, Vec<Logged>)>) {
+        for (team, events) in pending {
+            let Some(last) = events.last().map(|(_, seq, _)| *seq) else {
+                continue;
+            };
+            let msg = TeamMsg::Append(events);
+            let sent = match self.actors.get(&team) {
                 Some(actor) => actor.cast(msg).is_ok(),
-                None => false,
-            },
-        };
-        if !sent {
-            warn!(team = %w.team, seq = w.seq, "team actor gone; restarting it from the WAL");
-            self.actors.remove(&w.team);
-            self.needs_rebuild.insert(w.team.clone());
-            self.spawn(&w.team, Some(w.seq)).await;
+                None => match self.spawn(&team, None).await {
+                    Some(actor) => actor.cast(msg).is_ok(),
+                    None => false,
+                },
+            };
+            if !sent {
+                warn!(team = %team, seq = last, "team actor gone; restarting it from the WAL");
+                self.actors.remove(&team);
+                self.needs_rebuild.insert(team.clone());
+                self.spawn(&team, Some(last)).await;
+            }
         }
     }
 

@@ -7,7 +7,7 @@
 //! and every other value is kept in the row's [`UNMAPPED`] column, as a JSON object shaped like
 //! the input (`{"Q":null}`, `{"a":{"b":2}}`) — no value is dropped.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};

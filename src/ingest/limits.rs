@@ -2,7 +2,7 @@
 //! refused event is never logged. Each team's known tables and columns (committed ones from the
 //! catalog, plus everything admitted since) are kept here.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -69,34 +69,32 @@ impl Limits {
             .shape(team)
             .map_err(|e| (0, AppendError::Internal(e.to_string())))?;
         let mut tables = shape.lock().unwrap_or_else(|p| p.into_inner());
-        // What this batch adds, checked together with what is known, merged only at the end.
+        // What this batch adds (new tables, and new columns of any table), checked together
+        // with what is known, merged only at the end. A known column costs one lookup.
         let mut added: HashMap<String, HashSet<String>> = HashMap::new();
         for (index, ev) in events {
-            if enforce {
-                let new_tables = ev
-                    .rows()
-                    .filter(|(t, _)| !tables.contains_key(*t) && !added.contains_key(*t))
-                    .count();
-                if tables.len()
-                    + added.keys().filter(|t| !tables.contains_key(*t)).count()
-                    + new_tables
-                    > self.cfg.tables_per_team
-                {
-                    return Err((index, AppendError::TooManyTables(self.cfg.tables_per_team)));
-                }
-            }
             for (table, cells) in ev.rows() {
                 let known = tables.get(table);
-                let mine = added.entry(table.to_string()).or_default();
+                if known.is_none() && !added.contains_key(table) {
+                    let new_tables = added.keys().filter(|t| !tables.contains_key(*t)).count();
+                    if enforce && tables.len() + new_tables + 1 > self.cfg.tables_per_team {
+                        return Err((index, AppendError::TooManyTables(self.cfg.tables_per_team)));
+                    }
+                    added.insert(table.to_string(), HashSet::new());
+                }
                 // Only non-null cells can create a column.
                 for (c, _) in cells.filter(|(_, v)| *v != Value::Null) {
-                    if !known.is_some_and(|k| k.contains(c)) {
-                        mine.insert(c.clone());
+                    if !known.is_some_and(|k| k.contains(c))
+                        && !added.get(table).is_some_and(|m| m.contains(c))
+                    {
+                        added
+                            .entry(table.to_string())
+                            .or_default()
+                            .insert(c.clone());
                     }
                 }
-                if enforce
-                    && known.map_or(0, HashSet::len) + mine.len() > self.cfg.columns_per_table
-                {
+                let mine = added.get(table).map_or(0, HashSet::len);
+                if enforce && known.map_or(0, HashSet::len) + mine > self.cfg.columns_per_table {
                     return Err((
                         index,
                         AppendError::TooManyColumns {

@@ -4,7 +4,7 @@
 //! team's watermark only moves forward; the actor keeps accepting while a flush runs. A
 //! restarted actor first rebuilds its buffer from the WAL.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,10 +62,13 @@ pub enum AppendError {
     Internal(String),
 }
 
+/// One logged event on its way to the buffer: rows, WAL sequence number, admitted bytes.
+pub type Logged = (Arc<EventRows>, u64, u64);
+
 /// Messages a team actor handles.
 pub enum TeamMsg {
-    /// Buffer one event: WAL sequence number and admitted bytes.
-    Append(Arc<EventRows>, u64, u64),
+    /// Buffer events, in WAL order: each with its sequence number and admitted bytes.
+    Append(Vec<Logged>),
     /// Reply once everything buffered now is committed.
     Flush(RpcReplyPort<()>),
     /// The flush timer of a given generation fired.
@@ -201,9 +204,7 @@ impl Actor for TeamActor {
         state: &mut TeamState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            TeamMsg::Append(rows, seq, bytes) if state.rebuilding => {
-                state.stash.push((rows, seq, bytes))
-            }
+            TeamMsg::Append(events) if state.rebuilding => state.stash.extend(events),
             TeamMsg::Flush(reply) if state.rebuilding => state.stashed_flushes.push(reply),
             TeamMsg::Timer(_) | TeamMsg::IdleCheck if state.rebuilding => {}
             TeamMsg::Rebuilt(Err(e)) => {
@@ -228,8 +229,10 @@ impl Actor for TeamActor {
                     state.start_flush(&myself);
                 }
             }
-            TeamMsg::Append(rows, seq, bytes) => {
-                state.append(&myself, &rows, seq, bytes);
+            TeamMsg::Append(events) => {
+                for (rows, seq, bytes) in events {
+                    state.append(&myself, &rows, seq, bytes);
+                }
                 if state.over_size_trigger() {
                     state.start_flush(&myself);
                 }
