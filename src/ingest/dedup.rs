@@ -26,9 +26,9 @@ pub enum Outcome {
 
 /// The right (and duty) to resolve a freshly claimed id.
 pub struct Ticket {
-    team: TeamId,
-    id: String,
-    state: Arc<watch::Sender<Outcome>>,
+    key: Key,
+    /// Which claim of the id this is (an id can be claimed again after a failure).
+    claim: u64,
 }
 
 /// Result of [`Dedup::claim`].
@@ -46,15 +46,24 @@ pub struct Dedup {
     inner: Mutex<Inner>,
 }
 
+/// A team's id: one allocation shared by the map, the expiry queue and the ticket.
+type Key = (TeamId, Arc<str>);
+
 struct Entry {
     at: i64,
-    state: Arc<watch::Sender<Outcome>>,
+    claim: u64,
+    outcome: Outcome,
+    /// Created only when a duplicate arrives while the original is pending.
+    waiters: Option<watch::Sender<Outcome>>,
 }
 
 #[derive(Default)]
 struct Inner {
-    seen: HashMap<(TeamId, String), Entry>,
-    order: VecDeque<(i64, TeamId, String)>,
+    seen: HashMap<Key, Entry>,
+    order: VecDeque<(i64, Key)>,
+    claims: u64,
+    /// Waiters of pending claims pushed out by the capacity: they still get the outcome.
+    evicted: HashMap<u64, watch::Sender<Outcome>>,
 }
 
 impl Dedup {
@@ -82,50 +91,64 @@ impl Dedup {
     }
 
     fn insert_with(&self, team: &TeamId, id: &str, now_us: i64, outcome: Outcome) -> Claim {
-        let mut inner = self.lock();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         inner.expire(now_us - self.window_us, self.capacity);
-        let key = (team.clone(), id.to_string());
-        if let Some(e) = inner.seen.get(&key)
+        let key: Key = (team.clone(), Arc::from(id));
+        if let Some(e) = inner.seen.get_mut(&key)
             && e.at >= now_us - self.window_us
         {
-            return Claim::Seen(e.state.subscribe());
+            let rx = match &e.waiters {
+                Some(tx) => tx.subscribe(),
+                None => {
+                    let (tx, rx) = watch::channel(e.outcome);
+                    if e.outcome == Outcome::Pending {
+                        e.waiters = Some(tx);
+                    }
+                    rx
+                }
+            };
+            return Claim::Seen(rx);
         }
-        let state = Arc::new(watch::channel(outcome).0);
+        inner.claims += 1;
+        let claim = inner.claims;
         inner.seen.insert(
-            key,
+            key.clone(),
             Entry {
                 at: now_us,
-                state: state.clone(),
+                claim,
+                outcome,
+                waiters: None,
             },
         );
-        inner
-            .order
-            .push_back((now_us, team.clone(), id.to_string()));
-        Claim::New(Ticket {
-            team: team.clone(),
-            id: id.to_string(),
-            state,
-        })
+        inner.order.push_back((now_us, key.clone()));
+        Claim::New(Ticket { key, claim })
     }
 
     /// Settles a claim: `stored` keeps the id; otherwise it is forgotten so a retry goes through.
     pub fn resolve(&self, ticket: Ticket, stored: bool) {
-        if !stored {
-            let mut inner = self.lock();
-            let key = (ticket.team, ticket.id);
-            if inner
-                .seen
-                .get(&key)
-                .is_some_and(|e| Arc::ptr_eq(&e.state, &ticket.state))
-            {
-                inner.seen.remove(&key);
-            }
-        }
-        ticket.state.send_replace(if stored {
+        let outcome = if stored {
             Outcome::Stored
         } else {
             Outcome::Failed
-        });
+        };
+        let mut inner = self.lock();
+        if let Some(tx) = inner.evicted.remove(&ticket.claim) {
+            tx.send_replace(outcome);
+        }
+        let Some(e) = inner.seen.get_mut(&ticket.key) else {
+            return;
+        };
+        if e.claim != ticket.claim {
+            return; // expired and claimed again since
+        }
+        e.outcome = outcome;
+        if let Some(tx) = e.waiters.take() {
+            tx.send_replace(outcome);
+        }
+        if !stored {
+            inner.seen.remove(&ticket.key);
+        }
     }
 
     /// Ids remembered.
@@ -140,15 +163,19 @@ impl Dedup {
 }
 
 impl Inner {
+    /// Forgets ids older than the window, and the oldest beyond `capacity`. A pending id's
+    /// waiters are kept aside so they still learn its outcome.
     fn expire(&mut self, older_than: i64, capacity: usize) {
-        while let Some((at, _, _)) = self.order.front() {
+        while let Some((at, _)) = self.order.front() {
             if *at >= older_than && self.seen.len() < capacity {
                 break;
             }
-            let (at, team, id) = self.order.pop_front().expect("front exists");
-            let key = (team, id);
-            if self.seen.get(&key).is_some_and(|e| e.at == at) {
-                self.seen.remove(&key);
+            let (at, key) = self.order.pop_front().expect("front exists");
+            if self.seen.get(&key).is_some_and(|e| e.at == at)
+                && let Some(e) = self.seen.remove(&key)
+                && let Some(tx) = e.waiters
+            {
+                self.evicted.insert(e.claim, tx);
             }
         }
     }
@@ -199,5 +226,22 @@ mod tests {
             d.claim(&t, &format!("x{i}"), 12_000_003);
         }
         assert!(d.len() <= 3, "capacity bounds memory: {}", d.len());
+    }
+
+    #[test]
+    fn waiters_of_an_evicted_pending_claim_still_learn_its_outcome() {
+        let d = Dedup::new(Duration::from_secs(10), 2);
+        let t = TeamId::from("t");
+        let original = is_new(d.claim(&t, "a", 0)).unwrap();
+        let Claim::Seen(mut rx) = d.claim(&t, "a", 1) else {
+            panic!("a duplicate while the original is pending")
+        };
+        assert_eq!(*rx.borrow_and_update(), Outcome::Pending);
+        for i in 0..3 {
+            d.claim(&t, &format!("x{i}"), 2);
+        }
+        assert!(d.len() <= 2, "the capacity pushed the pending claim out");
+        d.resolve(original, true);
+        assert_eq!(*rx.borrow_and_update(), Outcome::Stored);
     }
 }
