@@ -237,6 +237,10 @@ pub async fn run(plan: &Plan) -> Result<Summary, BenchError> {
     } else {
         Vec::new()
     };
+    let mut totals = Figures::new(&all, elapsed, plan.rate.filter(|_| plan.burst.is_none()));
+    if plan.rate.is_some() {
+        totals.late = Some(all.late);
+    }
     Ok(Summary {
         run_id,
         mode: plan.mode.name(),
@@ -249,7 +253,7 @@ pub async fn run(plan: &Plan) -> Result<Summary, BenchError> {
             Auth::Header => "header",
             Auth::Basic => "basic",
         },
-        totals: Figures::new(&all, elapsed, plan.rate.filter(|_| plan.burst.is_none())),
+        totals,
         phases,
     })
 }

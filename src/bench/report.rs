@@ -160,11 +160,17 @@ impl Figures {
             self.transport_errors,
             self.timeouts
         );
-        if let (Some(rate), Some(late)) = (self.target_rate, self.late) {
-            let _ = write!(
-                out,
-                "\n  schedule  {rate:.1} req/s target, {late} sent late"
-            );
+        match (self.target_rate, self.late) {
+            (Some(rate), Some(late)) => {
+                let _ = write!(
+                    out,
+                    "\n  schedule  {rate:.1} req/s target, {late} sent late"
+                );
+            }
+            (None, Some(late)) => {
+                let _ = write!(out, "\n  schedule  {late} sent late");
+            }
+            _ => {}
         }
         out.push('\n');
     }
