@@ -19,6 +19,7 @@
 //! batch by batch through [`download`].
 
 pub mod app;
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod config;

@@ -1,7 +1,9 @@
-//! The command line: `stowage serve` and `stowage admin …`. `--json`, `--data-dir` and
-//! `--config` are global and may appear anywhere on the line.
+//! The command line: `stowage serve`, `stowage admin …`, `stowage download` and
+//! `stowage bench …`. `--json`, `--data-dir` and `--config` are global and may appear anywhere
+//! on the line.
 
 mod admin;
+mod bench;
 mod download;
 mod serve;
 mod team_settings;
@@ -45,36 +47,50 @@ pub enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Load-test a running server's ingest endpoints (a client; needs no data dir or config).
+    Bench {
+        /// The bench action.
+        #[command(subcommand)]
+        command: bench::BenchCommand,
+    },
 }
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let listen = match &cli.command {
-        Command::Serve(a) => a.listen.clone(),
-        Command::Admin { .. } | Command::Download(_) => None,
-    };
-    let overrides = Overrides {
-        listen,
-        data_dir: cli.data_dir.clone(),
-    };
-    let config = match Config::load(cli.config.as_deref(), std::env::vars(), &overrides) {
-        Ok(c) => c,
-        Err(e) => return fail(cli.json, "invalid_config", &e.to_string()),
+    let json = cli.json;
+    // The server-side commands read the config; the bench is a plain client and does not.
+    let config = |listen: Option<String>| {
+        let overrides = Overrides {
+            listen,
+            data_dir: cli.data_dir.clone(),
+        };
+        Config::load(cli.config.as_deref(), std::env::vars(), &overrides)
+            .map_err(|e| fail(json, "invalid_config", &e.to_string()))
     };
     match cli.command {
-        Command::Serve(args) => serve::run(config, args),
-        Command::Download(args) => download::run(args, cli.json),
-        Command::Admin { command } => match admin::run(&config, command) {
-            Ok(out) => {
-                if cli.json {
-                    println!("{}", out.json);
-                } else {
-                    println!("{}", out.human);
+        Command::Serve(args) => match config(args.listen.clone()) {
+            Ok(config) => serve::run(config, args),
+            Err(code) => code,
+        },
+        Command::Download(args) => match config(None) {
+            Ok(_) => download::run(args, json),
+            Err(code) => code,
+        },
+        Command::Bench { command } => bench::run(command, json),
+        Command::Admin { command } => match config(None) {
+            Ok(config) => match admin::run(&config, command) {
+                Ok(out) => {
+                    if json {
+                        println!("{}", out.json);
+                    } else {
+                        println!("{}", out.human);
+                    }
+                    ExitCode::SUCCESS
                 }
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(cli.json, e.code(), &e.to_string()),
+                Err(e) => fail(json, e.code(), &e.to_string()),
+            },
+            Err(code) => code,
         },
     }
 }

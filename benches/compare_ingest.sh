@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Single-event ingest, stowage vs a bare axum handler, back to back on this machine (SPEC §6:
+# requests/s of POST /v1/event with durable acks as a ratio of a bare axum handler that parses
+# the same JSON and answers 200; target >= 0.75).
+#
+# Usage, from anywhere (this script builds nothing):
+#   cargo build --release && cargo build --release --example bare_axum
+#   benches/compare_ingest.sh
+#
+# Environment (all optional):
+#   DURATION=10s       length of each load run
+#   CONNECTIONS=64     concurrent keep-alive connections (wrk -c, stowage bench -c)
+#   BENCH_THREADS=1    threads of `stowage bench ingest` (wrk runs with -t1)
+#   STOWAGE_BIN=target/release/stowage
+#   BASELINE_BIN=target/release/examples/bare_axum
+#   KEEP=1             keep the temporary directory (server logs, data dir, raw results)
+# Needs python3 (to read JSON) and wrk (`apt-get install -y wrk`; without it the wrk row is
+# skipped).
+#
+# Steps: (1) the baseline on 127.0.0.1:0: wrk with benches/wrk_event.lua, then
+# `stowage bench ingest --mode single`; stop it. (2) `stowage serve --demo` in a fresh data dir
+# (token from DIR/demo.json, wait for /readyz): the same two loads on /v1/event, then
+# `stowage bench ingest --rate` at 80 % of the rate the closed-loop bench run reached, for the
+# p99 under sustained load; read the server's peak RSS (VmHWM); stop it with SIGTERM.
+# (3) Print the table. Both loads run the servers one at a time, sharing the machine with the
+# load generator, so compare the ratios of one run, not absolute numbers across runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-64}
+BENCH_THREADS=${BENCH_THREADS:-1}
+STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
+BASELINE_BIN=${BASELINE_BIN:-target/release/examples/bare_axum}
+
+for bin in "$STOWAGE_BIN" "$BASELINE_BIN"; do
+    if [ ! -x "$bin" ]; then
+        echo "compare_ingest: $bin not found; build first:" >&2
+        echo "  cargo build --release && cargo build --release --example bare_axum" >&2
+        exit 1
+    fi
+done
+HAVE_WRK=1
+command -v wrk >/dev/null || {
+    HAVE_WRK=0
+    echo "compare_ingest: wrk not installed (apt-get install -y wrk); skipping the wrk row" >&2
+}
+
+TMP=$(mktemp -d)
+PIDS=()
+cleanup() {
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    if [ "${KEEP:-0}" = 1 ]; then echo "compare_ingest: kept $TMP" >&2; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+# json FILE EXPR: evaluate a Python expression over the JSON object `d` in FILE.
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# run_wrk URL TOKEN OUT: wrk against URL/v1/event; its WRK_JSON line into OUT.
+run_wrk() {
+    STOWAGE_TOKEN=$2 wrk -t1 -c"$CONNECTIONS" -d"$DURATION" -s benches/wrk_event.lua "$1" \
+        >"$3.txt"
+    sed -n 's/^WRK_JSON //p' "$3.txt" >"$3"
+    [ -s "$3" ] || { echo "compare_ingest: wrk printed no result:" >&2; cat "$3.txt" >&2; exit 1; }
+}
+
+# run_bench URL TOKEN OUT [ARGS…]: stowage bench ingest, its JSON summary into OUT.
+run_bench() {
+    local url=$1 token=$2 out=$3
+    shift 3
+    "$STOWAGE_BIN" bench ingest --url "$url" --token "$token" --mode single \
+        -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" --json "$@" >"$out" || {
+        echo "compare_ingest: stowage bench ingest failed against $url:" >&2
+        cat "$out" >&2
+        exit 1
+    }
+}
+
+echo "== baseline: bare axum ($BASELINE_BIN)" >&2
+"$BASELINE_BIN" --listen 127.0.0.1:0 >"$TMP/baseline.log" 2>&1 &
+BASE_PID=$!
+PIDS+=("$BASE_PID")
+for _ in $(seq 100); do
+    grep -q '^listening on ' "$TMP/baseline.log" && break
+    sleep 0.1
+done
+BASE_URL="http://$(sed -n 's/^listening on //p' "$TMP/baseline.log")"
+[ "$BASE_URL" != "http://" ] || { cat "$TMP/baseline.log" >&2; exit 1; }
+if [ $HAVE_WRK = 1 ]; then
+    echo "   wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+    run_wrk "$BASE_URL" unused "$TMP/wrk_base.json"
+fi
+echo "   stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
+run_bench "$BASE_URL" unused "$TMP/bench_base.json"
+kill "$BASE_PID"
+wait "$BASE_PID" 2>/dev/null || true
+
+echo "== stowage serve --demo (durable acks, default config)" >&2
+DATA="$TMP/data"
+"$STOWAGE_BIN" serve --demo --data-dir "$DATA" --listen 127.0.0.1:0 >"$TMP/stowage.log" 2>&1 &
+SRV_PID=$!
+PIDS+=("$SRV_PID")
+for _ in $(seq 600); do
+    if [ -s "$DATA/demo.json" ]; then
+        URL=$(json "$DATA/demo.json" "d['base_url']")
+        curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null && break
+    fi
+    kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/stowage.log" >&2; exit 1; }
+    sleep 0.1
+done
+curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
+TOKEN=$(json "$DATA/demo.json" "d['events_token']")
+if [ $HAVE_WRK = 1 ]; then
+    echo "   wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+    run_wrk "$URL" "$TOKEN" "$TMP/wrk_stowage.json"
+fi
+echo "   stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
+run_bench "$URL" "$TOKEN" "$TMP/bench_stowage.json"
+MAX=$(json "$TMP/bench_stowage.json" "d['ok_per_s']")
+RATE=$(python3 -c "print(round(0.8 * $MAX, 1))")
+echo "   stowage bench ingest --rate $RATE (80 % of $MAX req/s)" >&2
+run_bench "$URL" "$TOKEN" "$TMP/bench_rate.json" --rate "$RATE"
+HWM_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status")
+kill -TERM "$SRV_PID"
+wait "$SRV_PID" || echo "compare_ingest: stowage exited with $?" >&2
+
+python3 - "$TMP" "$HAVE_WRK" "$HWM_KIB" "$CONNECTIONS" "$DURATION" "$BENCH_THREADS" <<'EOF'
+import json, os, sys
+tmp, have_wrk, hwm_kib, conns, duration, threads = sys.argv[1:]
+load = lambda name: json.load(open(os.path.join(tmp, name)))
+rows = []
+if have_wrk == "1":
+    b, s = load("wrk_base.json"), load("wrk_stowage.json")
+    rows.append((f"wrk -t1 -c{conns}", b["requests_per_s"], s["requests_per_s"],
+                 (b["p50_ms"], b["p99_ms"]), (s["p50_ms"], s["p99_ms"]),
+                 b["non_2xx"] + b["socket_errors"], s["non_2xx"] + s["socket_errors"]))
+b, s = load("bench_base.json"), load("bench_stowage.json")
+bad = lambda d: d["requests"] - d["ok"]
+rows.append((f"stowage bench -c{conns} -t{threads}", b["ok_per_s"], s["ok_per_s"],
+             (b["latency_ms"]["p50"], b["latency_ms"]["p99"]),
+             (s["latency_ms"]["p50"], s["latency_ms"]["p99"]), bad(b), bad(s)))
+print(f"single-event ingest (POST /v1/event, durable acks), {conns} connections, {duration} per run, "
+      f"{os.cpu_count()} cores shared by server and load generator")
+head = ("load generator", "baseline req/s", "stowage req/s", "ratio", "baseline p50/p99 ms",
+        "stowage p50/p99 ms", "non-2xx/errors b/s")
+fmt = "{:<26} {:>15} {:>14} {:>6}  {:>20}  {:>20}  {:>18}"
+print(fmt.format(*head))
+for name, br, sr, bl, sl, be, se in rows:
+    print(fmt.format(name, f"{br:,.0f}", f"{sr:,.0f}", f"{sr / br:.2f}",
+                     f"{bl[0]:.2f} / {bl[1]:.2f}", f"{sl[0]:.2f} / {sl[1]:.2f}", f"{be} / {se}"))
+r = load("bench_rate.json")
+lat = r["latency_ms"]
+print(f"stowage p99 at 80 % of the closed-loop max ({r['target_rate']:,.0f} req/s open loop, "
+      f"{r['ok_per_s']:,.0f} req/s answered 2xx): p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms, "
+      f"p99.9 {lat['p999']:.2f} ms, {r['late']} sends late")
+print(f"stowage peak RSS (VmHWM) over all runs: {int(hwm_kib) / 1024:.1f} MiB")
+EOF
