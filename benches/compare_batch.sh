@@ -71,6 +71,7 @@ print(json.dumps({"events": n, "seconds": round(secs, 3), "events_per_s": round(
                   "threads": threads, "duckdb": duckdb.__version__,
                   "ndjson_mib": round(os.path.getsize(src) / 2**20, 1)}))
 EOF
+echo "   $(json "$TMP/duckdb.json" "f\"{d['events']:,} events in {d['seconds']} s = {d['events_per_s']:,.0f} events/s\"")" >&2
 
 echo "== stowage serve --demo (durable acks, default config)" >&2
 DATA="$TMP/data"

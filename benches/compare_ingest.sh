@@ -17,11 +17,13 @@
 # Needs python3 (to read JSON) and wrk (`apt-get install -y wrk`; without it the wrk row is
 # skipped).
 #
-# Steps: (1) the baseline on 127.0.0.1:0: wrk with benches/wrk_event.lua, then
-# `stowage bench ingest --mode single`; stop it. (2) `stowage serve --demo` in a fresh data dir
-# (token from DIR/demo.json, wait for /readyz): the same two loads on /v1/event, then
-# `stowage bench ingest --rate` at 80 % of the rate the closed-loop bench run reached, for the
-# p99 under sustained load; read the server's peak RSS (VmHWM); stop it with SIGTERM.
+# Steps: (0) `stowage bench gen` writes 1,024 messages for wrk to send (benches/wrk_event.lua
+# gives each a fresh messageId). (1) the baseline on 127.0.0.1:0: wrk, then
+# `stowage bench ingest --mode single`; stop it. (2) For each of three runs a fresh
+# `stowage serve --demo` in its own data dir (token from DIR/demo.json, wait for /readyz): wrk;
+# `stowage bench ingest`; `stowage bench ingest --rate` at 80 % of the rate the closed-loop bench
+# run reached, for the p99 under sustained load. Each server's peak RSS (VmHWM) is read before it
+# is stopped with SIGTERM.
 # (3) Print the table. Both loads run the servers one at a time, sharing the machine with the
 # load generator, so compare the ratios of one run, not absolute numbers across runs.
 set -euo pipefail
@@ -57,9 +59,12 @@ trap cleanup EXIT
 # json FILE EXPR: evaluate a Python expression over the JSON object `d` in FILE.
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
+# The messages wrk sends: the generator's own, so both load generators send the same shapes.
+"$STOWAGE_BIN" bench gen --events 1024 --out "$TMP/events.ndjson"
+
 # run_wrk URL TOKEN OUT: wrk against URL/v1/event; its WRK_JSON line into OUT.
 run_wrk() {
-    STOWAGE_TOKEN=$2 wrk -t1 -c"$CONNECTIONS" -d"$DURATION" -s benches/wrk_event.lua "$1" \
+    STOWAGE_TOKEN=$2 WRK_EVENTS="$TMP/events.ndjson" wrk -t1 -c"$CONNECTIONS" -d"$DURATION" -s benches/wrk_event.lua "$1" \
         >"$3.txt"
     sed -n 's/^WRK_JSON //p' "$3.txt" >"$3"
     [ -s "$3" ] || { echo "compare_ingest: wrk printed no result:" >&2; cat "$3.txt" >&2; exit 1; }
@@ -96,34 +101,52 @@ run_bench "$BASE_URL" unused "$TMP/bench_base.json"
 kill "$BASE_PID"
 wait "$BASE_PID" 2>/dev/null || true
 
-echo "== stowage serve --demo (durable acks, default config)" >&2
-DATA="$TMP/data"
-"$STOWAGE_BIN" serve --demo --data-dir "$DATA" --listen 127.0.0.1:0 >"$TMP/stowage.log" 2>&1 &
-SRV_PID=$!
-PIDS+=("$SRV_PID")
-for _ in $(seq 600); do
-    if [ -s "$DATA/demo.json" ]; then
-        URL=$(json "$DATA/demo.json" "d['base_url']")
-        curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null && break
-    fi
-    kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/stowage.log" >&2; exit 1; }
-    sleep 0.1
-done
-curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
-TOKEN=$(json "$DATA/demo.json" "d['events_token']")
+# start_stowage NAME: `stowage serve --demo` in the fresh data dir $TMP/NAME; sets URL, TOKEN,
+# SRV_PID. Every measurement gets a fresh server, so no run inherits another's data, flushes or
+# memory (a server's rate drifts as it fills).
+start_stowage() {
+    local data="$TMP/$1"
+    "$STOWAGE_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/$1.log" 2>&1 &
+    SRV_PID=$!
+    PIDS+=("$SRV_PID")
+    URL=
+    for _ in $(seq 600); do
+        if [ -s "$data/demo.json" ]; then
+            URL=$(json "$data/demo.json" "d['base_url']")
+            curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null && break
+        fi
+        kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/$1.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
+    TOKEN=$(json "$data/demo.json" "d['events_token']")
+}
+
+# stop_stowage NAME: record the server's peak RSS (VmHWM, KiB) in $TMP/NAME.hwm, then SIGTERM.
+stop_stowage() {
+    awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status" >"$TMP/$1.hwm"
+    kill -TERM "$SRV_PID"
+    wait "$SRV_PID" || echo "compare_ingest: stowage exited with $?" >&2
+}
+
+echo "== stowage serve --demo (durable acks, default config), a fresh server per run" >&2
 if [ $HAVE_WRK = 1 ]; then
     echo "   wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+    start_stowage s_wrk
     run_wrk "$URL" "$TOKEN" "$TMP/wrk_stowage.json"
+    stop_stowage s_wrk
 fi
 echo "   stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
+start_stowage s_bench
 run_bench "$URL" "$TOKEN" "$TMP/bench_stowage.json"
+stop_stowage s_bench
 MAX=$(json "$TMP/bench_stowage.json" "d['ok_per_s']")
 RATE=$(python3 -c "print(round(0.8 * $MAX, 1))")
 echo "   stowage bench ingest --rate $RATE (80 % of $MAX req/s)" >&2
+start_stowage s_rate
 run_bench "$URL" "$TOKEN" "$TMP/bench_rate.json" --rate "$RATE"
-HWM_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status")
-kill -TERM "$SRV_PID"
-wait "$SRV_PID" || echo "compare_ingest: stowage exited with $?" >&2
+stop_stowage s_rate
+HWM_KIB=$(sort -n "$TMP"/s_*.hwm | tail -1)
 
 python3 - "$TMP" "$HAVE_WRK" "$HWM_KIB" "$CONNECTIONS" "$DURATION" "$BENCH_THREADS" <<'EOF'
 import json, os, sys
@@ -154,5 +177,5 @@ lat = r["latency_ms"]
 print(f"stowage p99 at 80 % of the closed-loop max ({r['target_rate']:,.0f} req/s open loop, "
       f"{r['ok_per_s']:,.0f} req/s answered 2xx): p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms, "
       f"p99.9 {lat['p999']:.2f} ms, {r['late']} sends late")
-print(f"stowage peak RSS (VmHWM) over all runs: {int(hwm_kib) / 1024:.1f} MiB")
+print(f"stowage peak RSS (VmHWM), the largest of the three servers: {int(hwm_kib) / 1024:.1f} MiB")
 EOF

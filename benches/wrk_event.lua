@@ -1,10 +1,15 @@
--- wrk script: POST /v1/event with a realistic Segment `track` message (about the size and shape
--- that `stowage bench gen` makes) and a unique messageId per request: a random run id read from
--- /dev/urandom, the wrk thread number and a per-thread counter, so two runs never collide.
+-- wrk script: POST /v1/event with realistic Segment `track` messages and a unique messageId per
+-- request: a random run id read from /dev/urandom, the wrk thread number and a per-thread
+-- counter, so two runs never collide.
 --
---   STOWAGE_TOKEN=stw_evt_... wrk -t1 -c64 -d10s -s benches/wrk_event.lua http://127.0.0.1:8080
+--   stowage bench gen --events 1024 --out /tmp/events.ndjson
+--   STOWAGE_TOKEN=stw_evt_... WRK_EVENTS=/tmp/events.ndjson \
+--     wrk -t1 -c64 -d10s -s benches/wrk_event.lua http://127.0.0.1:8080
 --
--- Environment: STOWAGE_TOKEN (sent as X-Auth-Token), WRK_PATH (default /v1/event).
+-- Environment: STOWAGE_TOKEN (sent as X-Auth-Token); WRK_EVENTS, an NDJSON file of messages
+-- (`stowage bench gen` writes the very events `stowage bench ingest` sends, so both load
+-- generators send the same shapes), used round robin with their messageId replaced; without
+-- it, three built-in messages of the same shape; WRK_PATH (default /v1/event).
 -- At the end it prints one line `WRK_JSON {...}` (requests, req/s, p50/p99/max in ms, non-2xx,
 -- socket errors) for benches/compare_ingest.sh to read.
 
@@ -48,6 +53,24 @@ local templates = {
     .. '"payment":{"method":"card","installments":1},'
     .. '"products":[{"product_id":"prod_1234","price":89.95,"quantity":1}]},' .. context .. '}',
 }
+
+-- Messages from WRK_EVENTS, split around their messageId value: { before, after }.
+local file = os.getenv("WRK_EVENTS")
+if file and file ~= "" then
+  local parts = {}
+  for line in io.lines(file) do
+    local _, open = line:find('"messageId":"', 1, true)
+    local close = open and line:find('"', open + 1, true)
+    if close then
+      table.insert(parts, { line:sub(1, open), line:sub(close) })
+    end
+  end
+  assert(#parts > 0, "WRK_EVENTS: no line with a messageId in " .. file)
+  templates = {}
+  for i, p in ipairs(parts) do
+    templates[i] = p[1]:gsub("%%", "%%%%") .. "%s" .. p[2]:gsub("%%", "%%%%")
+  end
+end
 
 local counter = 0
 tid = 0

@@ -222,32 +222,38 @@ pub async fn run(plan: &Plan) -> Result<Summary, BenchError> {
             let _ = writeln!(std::io::stderr());
         }
     }
+    Ok(summarize(plan, run_id, &per_phase, elapsed))
+}
+
+/// The summary of a finished run: the totals, and each half of a `--burst` run.
+fn summarize(plan: &Plan, run_id: String, per_phase: &[Stats], elapsed: Duration) -> Summary {
     let mut all = Stats::default();
-    for s in &per_phase {
+    for s in per_phase {
         all.merge(s);
     }
-    let phases = if let (Some(rate), Some(f), Stop::After(d)) = (plan.rate, plan.burst, plan.stop) {
-        let half = d / 2;
-        let second = elapsed.saturating_sub(half).max(Duration::from_millis(1));
-        let mut a = Figures::new(&per_phase[0], half, Some(rate));
-        let mut b = Figures::new(&per_phase[1], second, Some(rate * f));
-        a.phase = Some("sustained");
-        b.phase = Some("burst");
-        vec![a, b]
-    } else {
-        Vec::new()
+    let phases = match (plan.rate, plan.burst, plan.stop, per_phase) {
+        (Some(rate), Some(f), Stop::After(d), [first, second]) => {
+            let half = d / 2;
+            let rest = elapsed.saturating_sub(half).max(Duration::from_millis(1));
+            let mut a = Figures::new(first, half, Some(rate));
+            let mut b = Figures::new(second, rest, Some(rate * f));
+            a.phase = Some("sustained");
+            b.phase = Some("burst");
+            vec![a, b]
+        }
+        _ => Vec::new(),
     };
     let mut totals = Figures::new(&all, elapsed, plan.rate.filter(|_| plan.burst.is_none()));
     if plan.rate.is_some() {
         totals.late = Some(all.late);
     }
-    Ok(Summary {
+    Summary {
         run_id,
         mode: plan.mode.name(),
         url: format!("{}{}", plan.url.trim_end_matches('/'), plan.mode.path()),
         connections: plan.connections,
         threads: plan.threads,
-        batch_size: per_body,
+        batch_size: plan.events_per_request(),
         gzip: plan.gzip,
         auth: match plan.auth {
             Auth::Header => "header",
@@ -255,7 +261,7 @@ pub async fn run(plan: &Plan) -> Result<Summary, BenchError> {
         },
         totals,
         phases,
-    })
+    }
 }
 
 /// 16 random hex digits: part of every `messageId`, so two runs never collide.
