@@ -277,10 +277,13 @@ async fn row_and_byte_triggers_flush_without_the_timer() {
     })
     .await;
     assert!(two_files, "row trigger did not flush");
+    // The timer is an hour: only the row trigger can have committed these. Rows that arrive
+    // while a triggered flush is running go into the next one, so the last 5 may or may not
+    // have been swept along, depending on timing.
     let rows = t.rows(&element).await;
     assert!(
-        rows.len() >= 20 && rows.len() < 25,
-        "the last 5 rows wait for the timer: {}",
+        rows.len() >= 20,
+        "both row-triggered flushes committed: {}",
         rows.len()
     );
 

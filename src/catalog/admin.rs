@@ -225,6 +225,7 @@ impl Catalog {
             )?;
             Ok(())
         })?;
+        self.auth_changed();
         team.events_enabled = enabled;
         Ok(team)
     }
@@ -305,7 +306,9 @@ impl Catalog {
                 return Err(CatalogError::NotFound(format!("no {} with id {id:?}", kind.as_str())));
             }
             Ok(())
-        })
+        })?;
+        self.auth_changed();
+        Ok(())
     }
 
     /// Creates a canvas in a team.

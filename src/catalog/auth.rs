@@ -3,8 +3,9 @@
 //! anything has committed to the catalog since it was filled (`PRAGMA data_version`, which
 //! changes when *another* connection — this process's pool or another process such as the
 //! admin CLI — commits). The pragma takes SQLite's shared lock (a few syscalls), so it is
-//! re-read at most every [`RECHECK`] — 1 ms: a secret revoked by any process stops working
-//! for every request that starts a millisecond after the revocation committed. `last_used_at` is recorded in
+//! re-read at most every [`RECHECK`] — 1 ms: a secret revoked by another process (the admin CLI)
+//! stops working for every request that starts a millisecond after the revocation committed;
+//! one revoked through this process's catalog, at the very next request. `last_used_at` is recorded in
 //! memory and written by [`Catalog::write_last_used`] off the request path.
 
 use std::collections::HashMap;
@@ -58,6 +59,13 @@ impl AuthCache {
 }
 
 impl Catalog {
+    /// After a change that can affect a secret's validity made through this catalog: the next
+    /// check re-reads the catalog, however recent the last one was.
+    pub(super) fn auth_changed(&self) {
+        let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.checked_at = None;
+    }
+
     /// The team a live secret of `kind` belongs to, with whether events are enabled for it.
     /// Looked up by SHA-256, so timing reveals nothing about the secret itself.
     fn authenticate(&self, kind: SecretKind, secret: &str) -> Result<Option<(TeamId, bool)>> {

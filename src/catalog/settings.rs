@@ -72,6 +72,18 @@ fn to_u64(v: Option<i64>) -> Option<u64> {
     v.map(|v| v.max(0) as u64)
 }
 
+/// The six settings columns of a row, starting at column `at`.
+fn settings_at(r: &rusqlite::Row, at: usize) -> rusqlite::Result<TeamSettings> {
+    Ok(TeamSettings {
+        flush_interval_ms: to_u64(r.get(at)?),
+        flush_max_rows: to_u64(r.get(at + 1)?),
+        flush_max_bytes: to_u64(r.get(at + 2)?),
+        budget_bytes: to_u64(r.get(at + 3)?),
+        rate_per_sec: r.get(at + 4)?,
+        rate_burst: to_u64(r.get(at + 5)?),
+    })
+}
+
 impl Catalog {
     /// A team's overrides (all `None` when it has none).
     pub fn team_settings(&self, team: &str) -> Result<TeamSettings> {
@@ -92,14 +104,7 @@ impl Catalog {
             let rows = stmt.query_map([], |r| {
                 Ok((
                     TeamId::from(r.get::<_, String>(0)?.as_str()),
-                    TeamSettings {
-                        flush_interval_ms: to_u64(r.get(1)?),
-                        flush_max_rows: to_u64(r.get(2)?),
-                        flush_max_bytes: to_u64(r.get(3)?),
-                        budget_bytes: to_u64(r.get(4)?),
-                        rate_per_sec: r.get(5)?,
-                        rate_burst: to_u64(r.get(6)?),
-                    },
+                    settings_at(r, 1)?,
                 ))
             })?;
             Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -116,16 +121,7 @@ impl Catalog {
                     "SELECT flush_interval_ms, flush_max_rows, flush_max_bytes, budget_bytes,
                             rate_per_sec, rate_burst FROM team_settings WHERE team_id = ?1",
                     [&team.id],
-                    |r| {
-                        Ok(TeamSettings {
-                            flush_interval_ms: to_u64(r.get(0)?),
-                            flush_max_rows: to_u64(r.get(1)?),
-                            flush_max_bytes: to_u64(r.get(2)?),
-                            budget_bytes: to_u64(r.get(3)?),
-                            rate_per_sec: r.get(4)?,
-                            rate_burst: to_u64(r.get(5)?),
-                        })
-                    },
+                    |r| settings_at(r, 0),
                 )
                 .optional()?
                 .unwrap_or_default();

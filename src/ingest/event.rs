@@ -239,28 +239,7 @@ pub fn from_object(
             ));
         }
     }
-    let event_text = match get(obj, "event", "invalid_event")? {
-        None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
-        Some(Json::String(s)) => s,
-        Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
-    };
-    if event_text.trim().is_empty() {
-        return Err(bad("invalid_event", "event", "event must not be empty"));
-    }
-    if event_text.chars().count() > MAX_EVENT_NAME {
-        return Err(bad(
-            "invalid_event",
-            "event",
-            format!("event must be at most {MAX_EVENT_NAME} characters"),
-        ));
-    }
-    let table = naming::event_table(&event_text).ok_or_else(|| {
-        bad(
-            "invalid_event",
-            "event",
-            "event must contain at least one letter or digit to name a table",
-        )
-    })?;
+    let (event_text, table) = event_name(obj)?;
     let common = common_fields(obj, received_at, id_override, None)?;
     let mut standard: Vec<Cell> = vec![
         ("id".into(), Value::Str(common.id.clone())),
@@ -285,6 +264,33 @@ pub fn from_object(
         },
         max_columns,
     )
+}
+
+/// The `event` field: its text as sent and the table it names (SPEC §4.2), or why it is refused.
+pub(super) fn event_name(obj: &Top) -> Result<(String, String), ApiError> {
+    let event_text = match get(obj, "event", "invalid_event")? {
+        None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
+        Some(Json::String(s)) => s,
+        Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
+    };
+    if event_text.trim().is_empty() {
+        return Err(bad("invalid_event", "event", "event must not be empty"));
+    }
+    if event_text.chars().count() > MAX_EVENT_NAME {
+        return Err(bad(
+            "invalid_event",
+            "event",
+            format!("event must be at most {MAX_EVENT_NAME} characters"),
+        ));
+    }
+    let table = naming::event_table(&event_text).ok_or_else(|| {
+        bad(
+            "invalid_event",
+            "event",
+            "event must contain at least one letter or digit to name a table",
+        )
+    })?;
+    Ok((event_text, table))
 }
 
 /// The id and the standard time and user cells of an event.

@@ -9,12 +9,11 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, MAX_EVENT_NAME, Parts, Top, Value, bad, common_fields, finish, get, object_field,
+    EventRows, Parts, Top, Value, bad, common_fields, event_name, finish, get, object_field,
     text_field,
 };
 use super::flatten::{Names, RawObject};
 use crate::error::ApiError;
-use crate::warehouse::naming;
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,31 +208,6 @@ fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, ApiError> {
         (None, Some(g)) => Ok(g),
         (None, None) => Err(bad("missing_type", "type", "every message needs a type")),
     }
-}
-
-fn event_name(msg: &Top) -> Result<(String, String), ApiError> {
-    let text = match get(msg, "event", "invalid_event")? {
-        None | Some(Json::Null) => {
-            return Err(bad("missing_event", "event", "track needs an event name"));
-        }
-        Some(Json::String(s)) => s,
-        Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
-    };
-    if text.trim().is_empty() || text.chars().count() > MAX_EVENT_NAME {
-        return Err(bad(
-            "invalid_event",
-            "event",
-            format!("event must be a non-empty name of at most {MAX_EVENT_NAME} characters"),
-        ));
-    }
-    let table = naming::event_table(&text).ok_or_else(|| {
-        bad(
-            "invalid_event",
-            "event",
-            "event must contain at least one letter or digit to name a table",
-        )
-    })?;
-    Ok((text, table))
 }
 
 fn required_id(
