@@ -211,3 +211,27 @@ async fn unmodified_sdks_land_every_call_in_its_table() {
         check(&t, sdk, &elements).await;
     }
 }
+
+/// Error handling: the Segment SDK reads `code` and `message` from the top level of an error
+/// body; an unknown token reaches its error callback as `invalid_token`, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_reports_the_servers_error_code() {
+    let t = TestServer::start(|_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.json");
+    std::fs::write(&path, serde_json::to_vec(&spec("bad")[..1]).unwrap()).unwrap();
+    let url = t.url("");
+    tokio::task::spawn_blocking(move || {
+        run(Command::new(python())
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/sdk_send.py"))
+            .args(["segment", &url, "stw_evt_not_a_token"])
+            .arg(&path)
+            .arg("invalid_token"))
+    })
+    .await
+    .unwrap();
+    t.flush().await;
+    let element = t.element("tracks", None);
+    let (status, doc) = t.download(&element, json!({})).await;
+    assert!(status == 404 || doc["rows"] == json!(0), "{doc}");
+}

@@ -1,18 +1,21 @@
 """Sends the calls of a spec file through an unmodified Python SDK.
 
-Usage: sdk_send.py segment|rudder URL TOKEN SPEC.json — exits 1 if the SDK reported any error.
+Usage: sdk_send.py segment|rudder URL TOKEN SPEC.json [EXPECTED_CODE] — exits 1 if the SDK
+reported any error; with EXPECTED_CODE, exits 1 unless every error it reported is an API error
+with that `code` (read by the SDK from the top level of the error body).
 """
 import json
 import sys
 from datetime import datetime
 
 sdk, url, token, spec_path = sys.argv[1:5]
+expected = sys.argv[5] if len(sys.argv) > 5 else None
 calls = json.load(open(spec_path))
 errors = []
 
 
 def on_error(error, items):
-    errors.append(f"{error!r} ({len(items)} items)")
+    errors.append((getattr(error, "code", None), f"{error!r} ({len(items)} items)"))
 
 
 if sdk == "segment":
@@ -52,6 +55,10 @@ for c in calls:
 
 client.flush()
 client.join()
-if errors:
-    print("SDK errors:", "; ".join(errors), file=sys.stderr)
+if expected is not None:
+    if not errors or any(code != expected for code, _ in errors):
+        print(f"expected API errors {expected!r}, got:", errors, file=sys.stderr)
+        sys.exit(1)
+elif errors:
+    print("SDK errors:", "; ".join(text for _, text in errors), file=sys.stderr)
     sys.exit(1)
