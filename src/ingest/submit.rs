@@ -92,21 +92,42 @@ impl Ingest {
             metrics::counter!("stowage_rate_limited_total").increment(1);
             return Err(IngestError::RateLimited(wait).into());
         }
-        // Its own task: a client that disconnects must not cancel the outcome half-way (a
-        // claimed id would stay pending, or an accepted event's id be forgotten).
-        let (me, team) = (self.clone(), team.clone());
-        tokio::spawn(async move { me.dedup_and_log(&team, items, received_at, wait).await })
+        let (outcome, fresh, waiting) = self.claim_all(team, items, received_at);
+        if !waiting.is_empty() {
+            // Some ids are being logged by another request right now: waiting for them takes
+            // its own task, so a client that disconnects cannot cancel the outcome half-way.
+            let (me, team) = (self.clone(), team.clone());
+            return tokio::spawn(async move {
+                me.log_then_wait(&team, (outcome, fresh, waiting), received_at, wait)
+                    .await
+            })
             .await
-            .map_err(|e| IngestError::Append(AppendError::Internal(e.to_string())))?
+            .map_err(|e| IngestError::Append(AppendError::Internal(e.to_string())))?;
+        }
+        // The common case, on the request's own task: everything up to the WAL append is
+        // synchronous, and the wait for the fsync is guarded — dropped early (the client went
+        // away), the guard settles the claims and the budget in a task of its own.
+        let inflight = self.begin(team, fresh, received_at, wait)?;
+        if let Some(inflight) = inflight {
+            inflight.finish().await?;
+        }
+        Ok(outcome)
     }
 
-    async fn dedup_and_log(
+    /// Claims every client id: the outcome per event so far (duplicates within the batch are
+    /// known now), the events to log with their claims, and those whose id another request is
+    /// logging right now.
+    #[allow(clippy::type_complexity)]
+    fn claim_all(
         &self,
         team: &TeamId,
         items: Vec<Item>,
         received_at: i64,
-        wait: Wait,
-    ) -> Result<Vec<Accepted>, BatchError> {
+    ) -> (
+        Vec<Accepted>,
+        Vec<(usize, Item, Option<Ticket>)>,
+        Vec<Waiting>,
+    ) {
         let mut outcome = vec![Accepted::Stored; items.len()];
         let mut seen_here = HashSet::new();
         let mut fresh: Vec<(usize, Item, Option<Ticket>)> = Vec::with_capacity(items.len());
@@ -125,9 +146,26 @@ impl Ingest {
                 Claim::Seen(rx) => waiting.push((i, item, rx)),
             }
         }
+        (outcome, fresh, waiting)
+    }
+
+    #[allow(clippy::type_complexity)]
+    async fn log_then_wait(
+        self: &Arc<Self>,
+        team: &TeamId,
+        (mut outcome, fresh, waiting): (
+            Vec<Accepted>,
+            Vec<(usize, Item, Option<Ticket>)>,
+            Vec<Waiting>,
+        ),
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Vec<Accepted>, BatchError> {
         // Never wait for another request's outcome while holding claims of our own (two
         // batches could wait for each other): log what is ours first.
-        self.log_claimed(team, fresh, received_at, wait).await?;
+        if let Some(inflight) = self.begin(team, fresh, received_at, wait)? {
+            inflight.finish().await?;
+        }
         for (i, item, mut rx) in waiting {
             loop {
                 let done = rx
@@ -143,8 +181,10 @@ impl Ingest {
                 // The original failed: this one is new after all.
                 match self.dedup.claim(team, &item.rows.id, received_at) {
                     Claim::New(t) => {
-                        self.log_claimed(team, vec![(i, item, Some(t))], received_at, wait)
-                            .await?;
+                        let one = vec![(i, item, Some(t))];
+                        if let Some(inflight) = self.begin(team, one, received_at, wait)? {
+                            inflight.finish().await?;
+                        }
                         break;
                     }
                     Claim::Seen(again) => rx = again,
@@ -154,16 +194,18 @@ impl Ingest {
         Ok(outcome)
     }
 
-    /// Logs claimed events as one append and resolves their claims by the outcome.
-    async fn log_claimed(
-        &self,
+    /// Limits, budgets and the WAL append of claimed events (all synchronous). `None` when
+    /// there is nothing to wait for (nothing to log, or a buffered acknowledgement: the claims
+    /// are settled already); otherwise the append in flight, to [`Inflight::finish`].
+    fn begin(
+        self: &Arc<Self>,
         team: &TeamId,
         items: Vec<(usize, Item, Option<Ticket>)>,
         received_at: i64,
         wait: Wait,
-    ) -> Result<(), BatchError> {
+    ) -> Result<Option<Inflight>, BatchError> {
         if items.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut tickets = Vec::new();
         let mut batch = Vec::with_capacity(items.len());
@@ -171,21 +213,42 @@ impl Ingest {
             tickets.extend(t);
             batch.push((i, item));
         }
-        let result = self.log(team, batch, received_at, wait).await;
-        for t in tickets {
-            self.dedup.resolve(t, result.is_ok());
-        }
-        result
+        let settle = |tickets: Vec<Ticket>, stored: bool| {
+            for t in tickets {
+                self.dedup.resolve(t, stored);
+            }
+        };
+        let (total, ack) = match self.append(team, batch, received_at, wait) {
+            Ok(x) => x,
+            Err(e) => {
+                settle(tickets, false);
+                return Err(e);
+            }
+        };
+        let Some(ack) = ack else {
+            settle(tickets, true);
+            return Ok(None);
+        };
+        Ok(Some(Inflight {
+            ingest: self.clone(),
+            team: team.clone(),
+            tickets,
+            total,
+            wait,
+            ack: Some(ack),
+        }))
     }
 
-    /// Limits, budgets, the WAL append and the wait the client asked for.
-    async fn log(
+    /// Limits, budgets and the WAL append; the admitted bytes and the acknowledgement to wait
+    /// for (none for a buffered acknowledgement).
+    #[allow(clippy::type_complexity)]
+    fn append(
         &self,
         team: &TeamId,
         items: Vec<(usize, Item)>,
         received_at: i64,
         wait: Wait,
-    ) -> Result<(), BatchError> {
+    ) -> Result<(u64, Option<oneshot::Receiver<Result<u64, WalError>>>), BatchError> {
         self.limits
             .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
             .map_err(|(index, e)| BatchError {
@@ -232,33 +295,87 @@ impl Ingest {
                 },
             })
             .collect();
-        let release = || self.ctx.admission.release(team, total);
         if let Err(e) = self.wal.append(Append {
             entries,
             ack: ack_tx,
         }) {
-            release();
+            self.ctx.admission.release(team, total);
             return Err(IngestError::from(e).into());
         }
-        let Some(ack_rx) = ack_rx else {
-            return Ok(());
+        Ok((total, ack_rx))
+    }
+}
+
+/// Events a duplicate of which another request is logging right now.
+type Waiting = (usize, Item, tokio::sync::watch::Receiver<Outcome>);
+
+/// An append whose fsync is awaited. Dropped before [`Inflight::finish`] completes (the
+/// client disconnected), it hands the wait to a task of its own, so claims are always settled
+/// by the real outcome and a failed append's bytes always go back to the budget.
+struct Inflight {
+    ingest: Arc<Ingest>,
+    team: TeamId,
+    tickets: Vec<Ticket>,
+    total: u64,
+    wait: Wait,
+    ack: Option<oneshot::Receiver<Result<u64, WalError>>>,
+}
+
+impl Inflight {
+    async fn finish(mut self) -> Result<(), BatchError> {
+        // Awaited in place: if this future is dropped meanwhile, `Drop` still has the receiver.
+        let ack = match self.ack.as_mut() {
+            Some(rx) => rx.await,
+            None => return Ok(()),
         };
-        let seq = match ack_rx.await {
-            Ok(Ok(seq)) => seq,
-            Ok(Err(e)) => {
-                release();
-                return Err(IngestError::from(e).into());
-            }
-            Err(_) => {
-                release();
-                return Err(IngestError::from(WalError::Closed).into());
-            }
-        };
-        if wait == Wait::Committed {
-            let mut rx = self.ctx.progress.committed_rx(team);
+        self.ack = None;
+        let tickets = std::mem::take(&mut self.tickets);
+        let seq = self.ingest.settle(&self.team, ack, self.total, tickets)?;
+        if self.wait == Wait::Committed {
+            let mut rx = self.ingest.ctx.progress.committed_rx(&self.team);
             // The sender lives as long as the progress map, so this only ends when committed.
             let _ = rx.wait_for(|w| *w >= seq).await;
         }
         Ok(())
+    }
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        let Some(ack) = self.ack.take() else {
+            return;
+        };
+        let (ingest, team, total) = (self.ingest.clone(), self.team.clone(), self.total);
+        let tickets = std::mem::take(&mut self.tickets);
+        // Outside a runtime (the process is going away) there is nothing left to settle for.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = ingest.settle(&team, ack.await, total, tickets);
+            });
+        }
+    }
+}
+
+impl Ingest {
+    /// The outcome of an append: claims settled by it, the bytes released if it failed.
+    fn settle(
+        &self,
+        team: &TeamId,
+        ack: Result<Result<u64, WalError>, oneshot::error::RecvError>,
+        total: u64,
+        tickets: Vec<Ticket>,
+    ) -> Result<u64, BatchError> {
+        let result = match ack {
+            Ok(Ok(seq)) => Ok(seq),
+            Ok(Err(e)) => Err(IngestError::from(e)),
+            Err(_) => Err(IngestError::from(WalError::Closed)),
+        };
+        if result.is_err() {
+            self.ctx.admission.release(team, total);
+        }
+        for t in tickets {
+            self.dedup.resolve(t, result.is_ok());
+        }
+        result.map_err(BatchError::from)
     }
 }
