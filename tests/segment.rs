@@ -279,6 +279,24 @@ async fn ndjson_gzip_duplicates_and_limits() {
         (413, Some("payload_too_large")),
         "{v}"
     );
+    // A batch context that every message would repeat is refused before it is expanded.
+    let ctx = json!({"blob": "x".repeat(40 * 1024)});
+    let many: Vec<Value> = (0..10).map(|i| track(&format!("c{i}"))).collect();
+    let body = serde_json::to_vec(&json!({"context": ctx, "batch": many})).unwrap();
+    let (s, v) = post(
+        &t,
+        "/v1/batch",
+        Some(&token),
+        "application/json",
+        body,
+        false,
+    )
+    .await;
+    assert_eq!(
+        (s, v["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{v}"
+    );
     // Not gzip at all.
     let (s, v) = post(
         &t,

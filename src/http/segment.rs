@@ -127,6 +127,25 @@ async fn accept(
             ),
         ));
     }
+    // Every message carries the batch's `context` and `sentAt` (into its rows and its WAL
+    // record): refuse a batch whose shared part, repeated, would be many times its own size.
+    let shared: usize = [messages.shared.context, messages.shared.sent_at]
+        .iter()
+        .flatten()
+        .map(|v| v.get().len())
+        .sum();
+    if shared.saturating_mul(messages.list.len()) > limit.saturating_mul(4) {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the batch's context ({shared} bytes) repeated in each of its {} messages would \
+                 exceed {} bytes; send smaller batches or put the context in the messages",
+                messages.list.len(),
+                limit.saturating_mul(4)
+            ),
+        ));
+    }
     let team = match team.take() {
         Some(t) => t,
         None => check_token(state, messages.write_key.as_deref())?,

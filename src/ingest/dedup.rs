@@ -163,11 +163,17 @@ impl Dedup {
 }
 
 impl Inner {
-    /// Forgets ids older than the window, and the oldest beyond `capacity`. A pending id's
+    /// Forgets ids older than the window, and the oldest beyond `capacity` (and any beyond
+    /// twice the capacity in the expiry queue). A pending id's
     /// waiters are kept aside so they still learn its outcome.
     fn expire(&mut self, older_than: i64, capacity: usize) {
         while let Some((at, _)) = self.order.front() {
-            if *at >= older_than && self.seen.len() < capacity {
+            // `order` also holds ids whose claim failed (forgotten in `seen`, not here): it is
+            // kept within twice the capacity too, so retries of failing batches cannot grow it.
+            if *at >= older_than
+                && self.seen.len() < capacity
+                && self.order.len() <= capacity.saturating_mul(2)
+            {
                 break;
             }
             let (at, key) = self.order.pop_front().expect("front exists");
@@ -243,5 +249,19 @@ mod tests {
         assert!(d.len() <= 2, "the capacity pushed the pending claim out");
         d.resolve(original, true);
         assert_eq!(*rx.borrow_and_update(), Outcome::Stored);
+    }
+
+    #[test]
+    fn failed_claims_do_not_grow_the_expiry_queue() {
+        let d = Dedup::new(Duration::from_secs(3600), 10);
+        let t = TeamId::from("t");
+        for round in 0..100 {
+            for i in 0..10 {
+                let ticket = is_new(d.claim(&t, &format!("r{i}"), round)).unwrap();
+                d.resolve(ticket, false); // a batch refused again and again
+            }
+        }
+        // Twice the capacity, plus the claim just made.
+        assert!(d.lock().order.len() <= 21, "{}", d.lock().order.len());
     }
 }

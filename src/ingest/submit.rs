@@ -92,53 +92,65 @@ impl Ingest {
             metrics::counter!("stowage_rate_limited_total").increment(1);
             return Err(IngestError::RateLimited(wait).into());
         }
-        let (outcome, fresh, waiting) = self.claim_all(team, items, received_at);
-        if !waiting.is_empty() {
-            // Some ids are being logged by another request right now: waiting for them takes
-            // its own task, so a client that disconnects cannot cancel the outcome half-way.
-            let (me, team) = (self.clone(), team.clone());
-            return tokio::spawn(async move {
-                me.log_then_wait(&team, (outcome, fresh, waiting), received_at, wait)
-                    .await
-            })
-            .await
-            .map_err(|e| IngestError::Append(AppendError::Internal(e.to_string())))?;
-        }
-        // The common case, on the request's own task: everything up to the WAL append is
-        // synchronous, and the wait for the fsync is guarded — dropped early (the client went
-        // away), the guard settles the claims and the budget in a task of its own.
-        let inflight = self.begin(team, fresh, received_at, wait)?;
-        if let Some(inflight) = inflight {
+        // Claim every client id. If another request is logging one of them right now, give
+        // ours back, wait for its outcome, and claim again: a batch never waits while it holds
+        // claims (two batches could wait for each other), and what it logs is always one
+        // append — all of it or none of it.
+        let mut outcome = vec![Accepted::Stored; items.len()];
+        let mut items: Vec<Option<Item>> = items.into_iter().map(Some).collect();
+        let fresh = loop {
+            let (fresh, waiting) = self.claim_all(team, &mut items, &mut outcome, received_at);
+            if waiting.is_empty() {
+                break fresh;
+            }
+            for (i, item, ticket) in fresh {
+                if let Some(t) = ticket {
+                    self.dedup.resolve(t, false); // not logged: free for whoever waits
+                }
+                items[i] = Some(item);
+            }
+            for (i, item, mut rx) in waiting {
+                // Holding no claim here, so a caller that goes away leaves nothing pending.
+                let done = rx.wait_for(|o| *o != Outcome::Pending).await.map(|o| *o);
+                if done.ok() == Some(Outcome::Stored) {
+                    metrics::counter!("stowage_events_duplicate_total").increment(1);
+                    outcome[i] = Accepted::Duplicate;
+                } else {
+                    items[i] = Some(item); // the original failed: this one is new after all
+                }
+            }
+        };
+        // Everything up to the WAL append is synchronous, on the request's own task, and the
+        // wait for the fsync is guarded — dropped early (the client went away), the guard
+        // settles the claims and the budget in a task of its own.
+        if let Some(inflight) = self.begin(team, fresh, received_at, wait)? {
             inflight.finish().await?;
         }
         Ok(outcome)
     }
 
-    /// Claims every client id: the outcome per event so far (duplicates within the batch are
-    /// known now), the events to log with their claims, and those whose id another request is
-    /// logging right now.
+    /// Claims the client ids of the events still in `items` (taking them out): the events to
+    /// log with their claims, and those whose id another request is logging right now.
+    /// Duplicates within the batch are marked in `outcome` (stored once, by the first).
     #[allow(clippy::type_complexity)]
     fn claim_all(
         &self,
         team: &TeamId,
-        items: Vec<Item>,
+        items: &mut [Option<Item>],
+        outcome: &mut [Accepted],
         received_at: i64,
-    ) -> (
-        Vec<Accepted>,
-        Vec<(usize, Item, Option<Ticket>)>,
-        Vec<Waiting>,
-    ) {
-        let mut outcome = vec![Accepted::Stored; items.len()];
+    ) -> (Vec<(usize, Item, Option<Ticket>)>, Vec<Waiting>) {
         let mut seen_here = HashSet::new();
         let mut fresh: Vec<(usize, Item, Option<Ticket>)> = Vec::with_capacity(items.len());
         let mut waiting = Vec::new();
-        for (i, item) in items.into_iter().enumerate() {
+        for (i, slot) in items.iter_mut().enumerate() {
+            let Some(item) = slot.take() else { continue };
             if !item.rows.client_id {
                 fresh.push((i, item, None));
                 continue;
             }
             if !seen_here.insert(item.rows.id.clone()) {
-                outcome[i] = Accepted::Duplicate; // stored once, by its first occurrence
+                outcome[i] = Accepted::Duplicate;
                 continue;
             }
             match self.dedup.claim(team, &item.rows.id, received_at) {
@@ -146,52 +158,7 @@ impl Ingest {
                 Claim::Seen(rx) => waiting.push((i, item, rx)),
             }
         }
-        (outcome, fresh, waiting)
-    }
-
-    #[allow(clippy::type_complexity)]
-    async fn log_then_wait(
-        self: &Arc<Self>,
-        team: &TeamId,
-        (mut outcome, fresh, waiting): (
-            Vec<Accepted>,
-            Vec<(usize, Item, Option<Ticket>)>,
-            Vec<Waiting>,
-        ),
-        received_at: i64,
-        wait: Wait,
-    ) -> Result<Vec<Accepted>, BatchError> {
-        // Never wait for another request's outcome while holding claims of our own (two
-        // batches could wait for each other): log what is ours first.
-        if let Some(inflight) = self.begin(team, fresh, received_at, wait)? {
-            inflight.finish().await?;
-        }
-        for (i, item, mut rx) in waiting {
-            loop {
-                let done = rx
-                    .wait_for(|o| *o != Outcome::Pending)
-                    .await
-                    .map(|o| *o)
-                    .ok();
-                if done == Some(Outcome::Stored) {
-                    metrics::counter!("stowage_events_duplicate_total").increment(1);
-                    outcome[i] = Accepted::Duplicate;
-                    break;
-                }
-                // The original failed: this one is new after all.
-                match self.dedup.claim(team, &item.rows.id, received_at) {
-                    Claim::New(t) => {
-                        let one = vec![(i, item, Some(t))];
-                        if let Some(inflight) = self.begin(team, one, received_at, wait)? {
-                            inflight.finish().await?;
-                        }
-                        break;
-                    }
-                    Claim::Seen(again) => rx = again,
-                }
-            }
-        }
-        Ok(outcome)
+        (fresh, waiting)
     }
 
     /// Limits, budgets and the WAL append of claimed events (all synchronous). `None` when
@@ -249,12 +216,8 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<(u64, Option<oneshot::Receiver<Result<u64, WalError>>>), BatchError> {
-        self.limits
-            .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
-            .map_err(|(index, e)| BatchError {
-                index: Some(index),
-                error: e.into(),
-            })?;
+        // The budget first: a batch refused for want of room (429/503) must leave no trace
+        // in the table and column limits.
         let sizes: Vec<u64> = items.iter().map(|(_, it)| it.rows.approx_bytes()).collect();
         let total: u64 = sizes.iter().sum();
         let budget = self.ctx.tuning.get(team).budget;
@@ -265,6 +228,17 @@ impl Ingest {
                 Refusal::Team => IngestError::TeamBufferFull,
                 Refusal::Global => IngestError::Overloaded,
             })?;
+        if let Err((index, e)) =
+            self.limits
+                .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
+        {
+            self.ctx.admission.release(team, total);
+            return Err(BatchError {
+                // Only a limit is the fault of one event; an internal failure is not.
+                index: (!matches!(e, AppendError::Internal(_))).then_some(index),
+                error: e.into(),
+            });
+        }
         // Buffered acks only while the log can be written: once a write failed, every event
         // waits for its own write, so nothing is acknowledged that the log could not hold.
         let need_seq =

@@ -141,7 +141,13 @@ impl Tuning {
             b.tokens -= n as f64;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((need - b.tokens) / rate))
+            // A rate too small to express as a wait is an hour's wait (no panic on 1e-20/s).
+            let secs = (need - b.tokens) / rate;
+            Err(
+                Duration::try_from_secs_f64(secs).map_or(Duration::from_secs(3600), |d| {
+                    d.min(Duration::from_secs(3600))
+                }),
+            )
         }
     }
 }
