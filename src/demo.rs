@@ -136,6 +136,11 @@ Send an event:
     -H 'X-Auth-Token: {token}' -H 'Content-Type: application/json' \
     -d '{{"version":1,"type":"event","event":"Purchased an Item","properties":{{"revenue":"39.95","shippingMethod":"Premium"}},"timestamp":"2012-12-02T00:30:08.276Z"}}'
 
+Or a batch, as Segment SDKs send it (point an SDK's host at {events} with this token as its
+write key):
+  curl -sS -X POST {events}/v1/batch -u '{token}:' -H 'Content-Type: application/json' \
+    -d '{{"batch":[{{"type":"identify","userId":"u1","traits":{{"plan":"pro"}}}},{{"type":"track","userId":"u1","event":"Purchased an Item","properties":{{"revenue":39.95}}}}]}}'
+
 Download the purchases table (events are flushed every flush.interval, 10s by default):
   curl -sS -X POST {base}/data/table \
     -H 'x-api-key: {key}' -H 'Content-Type: application/json' \
