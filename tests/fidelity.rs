@@ -221,6 +221,8 @@ fn event() -> impl Strategy<Value = Event> {
             "Order Done",
             "order-done",
             "Tracks",
+            "Pages",
+            "identifies",
         ]),
         object(4),
         prop::option::weighted(0.3, object(2)),
@@ -466,8 +468,18 @@ fn model(events: &[Event], ids: &[String]) -> Tables {
     let mut tables: Tables = BTreeMap::new();
     for (ev, id) in events.iter().zip(ids) {
         let mut table = model_name(&ev.name);
-        if table == "tracks" {
-            table = "tracks_event".into();
+        // The tables of the Segment calls are taken: an event named like one gets `_event`.
+        if [
+            "tracks",
+            "identifies",
+            "pages",
+            "screens",
+            "groups",
+            "aliases",
+        ]
+        .contains(&table.as_str())
+        {
+            table = format!("{table}_event");
         }
         let mut ctx_cells = Vec::new();
         let mut losers = Vec::new();
