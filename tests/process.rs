@@ -74,18 +74,7 @@ async fn in_process_restart_keeps_committed_and_buffered_data() {
 }
 
 fn admin(dir: &Path, args: &[&str]) -> (bool, Value, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let json = serde_json::from_str(stdout.trim())
-        .or_else(|_| serde_json::from_str(stderr.trim()))
-        .unwrap_or(Value::Null);
-    (out.status.success(), json, stderr)
+    process::cli(dir, args, &[])
 }
 
 #[tokio::test]

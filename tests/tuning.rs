@@ -5,29 +5,19 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::process::{self, BIN};
+use common::process;
 use common::status_json;
 use serde_json::{Value, json};
 
 fn admin(dir: &Path, args: &[&str]) -> (bool, Value, String) {
-    let out = Command::new(BIN)
-        .args(["--json", "admin", "team"])
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        // The same configuration as the server (the defaults `show` reports come from it).
-        .env("STOWAGE_FLUSH__INTERVAL", "1h")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let json = serde_json::from_str(stdout.trim())
-        .or_else(|_| serde_json::from_str(stderr.trim()))
-        .unwrap_or(Value::Null);
-    (out.status.success(), json, stderr)
+    let args: Vec<&str> = ["--json", "admin", "team"]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    // The same configuration as the server (the defaults `show` reports come from it).
+    process::cli(dir, &args, &[("STOWAGE_FLUSH__INTERVAL", "1h")])
 }
 
 async fn send(http: &reqwest::Client, demo: &Value, body: Value) -> (u16, Value, Option<String>) {

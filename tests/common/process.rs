@@ -157,3 +157,21 @@ pub async fn download(http: &reqwest::Client, demo: &Value, element: &str) -> Va
     assert_eq!(status, 200, "{body}");
     body
 }
+
+/// Runs the binary with `args` plus `--data-dir dir` and `env`: success, the JSON it printed
+/// (stdout, else stderr; `Null` if neither is JSON), and its stderr.
+pub fn cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, Value, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(stdout.trim())
+        .or_else(|_| serde_json::from_str(stderr.trim()))
+        .unwrap_or(Value::Null);
+    (out.status.success(), json, stderr)
+}
