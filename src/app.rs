@@ -66,7 +66,13 @@ pub async fn build_state_with_store(
         config.storage.prefix.clone(),
         config.flush.orphan_grace.0,
     );
+    let accounts = Arc::new(crate::accounts::Accounts::new(
+        catalog.clone(),
+        config.accounts.clone(),
+        &config.server.public_url,
+    ));
     Ok(AppState {
+        accounts,
         config: Arc::new(config),
         catalog,
         ingest,
@@ -162,8 +168,13 @@ impl RunningServer {
         config: Config,
         store: Arc<dyn ObjectStore>,
     ) -> Result<RunningServer, StartError> {
+        let mut config = config;
         let listener = bind(&config.server.listen).await?;
         let addr = listener.local_addr()?;
+        config.server.public_url = base_url(&config, addr);
+        if config.server.app_url.is_empty() {
+            config.server.app_url = config.server.public_url.clone();
+        }
         let state = build_state_with_store(config, store).await?;
         state.ingest.wait_ready().await;
         let (tx, rx) = oneshot::channel::<()>();

@@ -32,6 +32,8 @@ pub struct Config {
     pub compaction: CompactionConfig,
     /// Logging.
     pub log: LogConfig,
+    /// Sign-in, sessions and one-time links (SPEC §5.1).
+    pub accounts: AccountsConfig,
 }
 
 /// `[server]`
@@ -296,6 +298,38 @@ impl Default for CompactionConfig {
             small_file: ByteSize(16 << 20),
             target_size: ByteSize(128 << 20),
             grace: HumanDuration(Duration::from_secs(15 * 60)),
+        }
+    }
+}
+
+/// `[accounts]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccountsConfig {
+    /// A session unused this long has expired.
+    pub session_idle: HumanDuration,
+    /// A session this old has expired, however active.
+    pub session_max: HumanDuration,
+    /// Set-password and invite links are valid this long.
+    pub link_ttl: HumanDuration,
+    /// Failed sign-ins for one email before each further one locks it, for twice as long as
+    /// the last lock (1 s, 2 s, 4 s … up to `lockout_max`).
+    pub max_failures_per_account: u32,
+    /// The same, per client address.
+    pub max_failures_per_address: u32,
+    /// Longest lock after repeated failures.
+    pub lockout_max: HumanDuration,
+}
+
+impl Default for AccountsConfig {
+    fn default() -> Self {
+        Self {
+            session_idle: HumanDuration(Duration::from_secs(12 * 3600)),
+            session_max: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
+            link_ttl: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
+            max_failures_per_account: 5,
+            max_failures_per_address: 20,
+            lockout_max: HumanDuration(Duration::from_secs(15 * 60)),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::accounts::password;
 use crate::catalog::{Catalog, CatalogError, NewElement, Role, SecretKind};
 
 /// The contents of `demo.json` (SPEC §5), plus the element on the sample event's table.
@@ -29,10 +30,20 @@ pub struct DemoInfo {
     pub share_url: String,
     /// Table element on `purchased_an_item`, where the README's sample event lands.
     pub event_element_id: String,
+    /// The settings page's sign-in form.
+    #[serde(default)]
+    pub login_url: String,
+    /// The demo owner's sign-in email.
+    #[serde(default)]
+    pub owner_email: String,
+    /// The demo owner's password (kept across restarts while it still works).
+    #[serde(default)]
+    pub owner_password: String,
 }
 
 const TEAM: &str = "demo";
 const OWNER: &str = "demo-owner";
+const OWNER_EMAIL: &str = "demo-owner@example.com";
 const CANVAS: &str = "Demo canvas";
 
 /// Seeds the demo and writes `demo.json`; reuses secrets from an earlier `demo.json` while
@@ -48,10 +59,10 @@ pub fn seed(
         Err(CatalogError::NotFound(_)) => catalog.find_team(&catalog.create_team(TEAM)?)?,
         Err(e) => return Err(e),
     };
-    match catalog.create_user(&team.id, OWNER, Role::Owner) {
-        Ok(_) | Err(CatalogError::Refused(_)) => {}
-        Err(e) => return Err(e),
-    }
+    let previous: Option<DemoInfo> = std::fs::read(data_dir.join("demo.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    let owner_password = seed_owner(catalog, &team.id, previous.as_ref())?;
     catalog.set_events_enabled(&team.id, true)?;
     let canvas_id = match catalog.find_canvas_by_name(&team.id, CANVAS)? {
         Some(id) => id,
@@ -70,9 +81,6 @@ pub fn seed(
     };
     let element_id = element("tracks", "All events")?;
     let event_element_id = element("purchased_an_item", "Purchases")?;
-    let previous: Option<DemoInfo> = std::fs::read(data_dir.join("demo.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
     let reuse = |kind: SecretKind, old: Option<&String>| -> Result<Option<String>, CatalogError> {
         match old {
             Some(s) if catalog.secret_is_live(kind, s)? => Ok(Some(s.clone())),
@@ -111,10 +119,44 @@ pub fn seed(
         canvas_id,
         element_id,
         event_element_id,
+        login_url: format!("{}/login", base_url.trim_end_matches('/')),
+        owner_email: OWNER_EMAIL.into(),
+        owner_password,
     };
     let json = serde_json::to_vec_pretty(&info).expect("serialisable");
     std::fs::write(data_dir.join("demo.json"), json)?;
     Ok(info)
+}
+
+/// Makes sure the demo team has its owner with an email and a password; returns the password
+/// (the previous run's while it still matches, else a new random one).
+fn seed_owner(
+    catalog: &Catalog,
+    team_id: &str,
+    previous: Option<&DemoInfo>,
+) -> Result<String, CatalogError> {
+    let user = match catalog.user_for_sign_in(OWNER_EMAIL)? {
+        Some((u, _)) => u,
+        None => match catalog
+            .list_members(team_id)?
+            .into_iter()
+            .find(|u| u.name == OWNER && u.email.is_none())
+        {
+            // A demo seeded before accounts existed.
+            Some(u) => catalog.set_user_email(&u.id, OWNER_EMAIL)?,
+            None => catalog.create_user(team_id, Some(OWNER_EMAIL), OWNER, Role::Owner)?,
+        },
+    };
+    let stored = catalog.password_hash(&user.id)?;
+    if let Some(old) = previous.map(|p| p.owner_password.as_str())
+        && !old.is_empty()
+        && password::verify(old, stored.as_deref())
+    {
+        return Ok(old.to_string());
+    }
+    let fresh = crate::catalog::secrets::new_id("demo");
+    catalog.set_password_hash(&user.id, &password::hash(&fresh))?;
+    Ok(fresh)
 }
 
 /// `{app_url}/canvas/<canvasId>/element/<elementId>/new-canvas`
@@ -152,7 +194,14 @@ Download every event (the tracks table):
     -d '{{"canvasId":"{canvas}","elementId":"{element}"}}'
 
 Share URL of the tracks element: {share}
+
+Sign in to the settings page (keys, tokens, members, canvases) at {login}
+  email:    {email}
+  password: {password}
 "#,
+        login = info.login_url,
+        email = info.owner_email,
+        password = info.owner_password,
         demo = data_dir.join("demo.json").display(),
         events = info.events_url,
         base = info.base_url,

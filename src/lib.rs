@@ -17,7 +17,11 @@
 //! download (`POST /data/table`) resolves the element in the catalog, takes a snapshot of the
 //! table's committed files, reads them with Arrow ([`warehouse::reader`]) and streams them out
 //! batch by batch through [`download`].
+//!
+//! Owners and members manage their team through [`accounts`] (sign-in, sessions, tokens,
+//! permissions, audit), reached over the management API and the settings page in [`http`].
 
+pub mod accounts;
 pub mod app;
 pub mod bench;
 pub mod catalog;

@@ -92,16 +92,38 @@ async fn admin_cli_end_to_end_against_a_running_server() {
     let (ok, owner, _) = admin(
         dir,
         &[
-            "admin", "user", "create", "--team", &team_id, "--name", "ann", "--role", "owner",
+            "admin",
+            "user",
+            "create",
+            "--team",
+            &team_id,
+            "--email",
+            "ann@example.com",
+            "--name",
+            "ann",
+            "--role",
+            "owner",
             "--json",
         ],
     );
     assert!(ok);
     let owner_id = owner["id"].as_str().unwrap().to_string();
+    let link = owner["set_password_url"].as_str().unwrap();
+    assert!(link.contains("/invite/stw_link_"), "{link}");
     let (ok, _, _) = admin(
         dir,
         &[
-            "admin", "--json", "user", "create", "--team", "acme", "--name", "bob", "--role",
+            "admin",
+            "--json",
+            "user",
+            "create",
+            "--team",
+            "acme",
+            "--email",
+            "bob@example.com",
+            "--name",
+            "bob",
+            "--role",
             "member",
         ],
     );

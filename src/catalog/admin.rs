@@ -19,7 +19,7 @@ pub struct Team {
 }
 
 /// A user's role in its team.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// May create keys and tokens.
@@ -29,7 +29,8 @@ pub enum Role {
 }
 
 impl Role {
-    fn as_str(self) -> &'static str {
+    /// `owner` / `member`.
+    pub fn as_str(self) -> &'static str {
         match self {
             Role::Owner => "owner",
             Role::Member => "member",
@@ -72,6 +73,8 @@ impl SecretKind {
 pub struct SecretInfo {
     /// `key_…` / `tok_…`
     pub id: String,
+    /// Optional label given at creation.
+    pub name: Option<String>,
     /// The first characters of the secret.
     pub prefix: String,
     /// Creating user.
@@ -179,32 +182,12 @@ impl Catalog {
         })
     }
 
-    /// Creates a user in a team (given by id or name).
-    pub fn create_user(&self, team: &str, name: &str, role: Role) -> Result<String> {
-        let team = self.find_team(team)?;
-        let name = non_empty(name, "user name")?;
-        let id = secrets::new_id("us");
-        self.with(|c| {
-            let n = c.execute(
-                "INSERT INTO users (id, team_id, name, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(team_id, name) DO NOTHING",
-                params![id, team.id, name, role.as_str(), now_ms()],
-            )?;
-            if n == 0 {
-                return Err(CatalogError::Refused(format!(
-                    "team {} already has a user named {name:?}",
-                    team.name
-                )));
-            }
-            Ok(id.clone())
-        })
-    }
-
-    /// Finds a user of `team_id` by id or name; returns (id, role).
+    /// Finds a user of `team_id` by id, email or name (the first one so named); returns (id, role).
     fn find_user(&self, team_id: &str, id_or_name: &str) -> Result<(String, String)> {
         self.with(|c| {
             c.query_row(
-                "SELECT id, role FROM users WHERE team_id = ?1 AND (id = ?2 OR name = ?2)",
+                "SELECT id, role FROM users WHERE team_id = ?1 AND removed_at IS NULL
+                 AND (id = ?2 OR email = lower(?2) OR name = ?2) ORDER BY id = ?2 DESC, created_at LIMIT 1",
                 [team_id, id_or_name],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -226,6 +209,9 @@ impl Catalog {
             Ok(())
         })?;
         self.auth_changed();
+        if enabled {
+            self.resolve_events_requests(&team.id)?;
+        }
         team.events_enabled = enabled;
         Ok(team)
     }
@@ -238,6 +224,18 @@ impl Catalog {
         team: &str,
         user: &str,
     ) -> Result<(String, String)> {
+        let (info, secret) = self.create_named_secret(kind, team, user, None)?;
+        Ok((info.id, secret))
+    }
+
+    /// [`Catalog::create_secret`] with a label; returns the listing row and the secret.
+    pub fn create_named_secret(
+        &self,
+        kind: SecretKind,
+        team: &str,
+        user: &str,
+        name: Option<&str>,
+    ) -> Result<(SecretInfo, String)> {
         let team = self.find_team(team)?;
         let (user_id, role) = self.find_user(&team.id, user)?;
         if role != "owner" {
@@ -253,24 +251,33 @@ impl Catalog {
             )));
         }
         let secret = secrets::new_secret(kind.secret_prefix());
-        let id = secrets::new_id(kind.id_prefix());
+        let info = SecretInfo {
+            id: secrets::new_id(kind.id_prefix()),
+            name: name.map(str::to_string),
+            prefix: secrets::display_prefix(&secret),
+            created_by: user_id,
+            created_at: now_ms(),
+            last_used_at: None,
+            revoked_at: None,
+        };
         self.with(|c| {
             c.execute(
-                "INSERT INTO secrets (id, kind, team_id, hash, prefix, created_by, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO secrets (id, kind, team_id, hash, prefix, created_by, created_at, name)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
-                    id,
+                    info.id,
                     kind.as_str(),
                     team.id,
                     secrets::hash(&secret),
-                    secrets::display_prefix(&secret),
-                    user_id,
-                    now_ms()
+                    info.prefix,
+                    info.created_by,
+                    info.created_at,
+                    info.name
                 ],
             )?;
             Ok(())
         })?;
-        Ok((id, secret))
+        Ok((info, secret))
     }
 
     /// Lists a team's keys or tokens, revoked ones included.
@@ -278,12 +285,13 @@ impl Catalog {
         let team = self.find_team(team)?;
         self.with(|c| {
             let mut st = c.prepare(
-                "SELECT id, prefix, created_by, created_at, last_used_at, revoked_at FROM secrets
+                "SELECT id, prefix, created_by, created_at, last_used_at, revoked_at, name FROM secrets
                  WHERE team_id = ?1 AND kind = ?2 ORDER BY created_at, id",
             )?;
             let rows = st.query_map([team.id.as_str(), kind.as_str()], |r| {
                 Ok(SecretInfo {
                     id: r.get(0)?,
+                    name: r.get(6)?,
                     prefix: r.get(1)?,
                     created_by: r.get(2)?,
                     created_at: r.get(3)?,
@@ -297,13 +305,28 @@ impl Catalog {
 
     /// Revokes a key or token by id; it stops working at the next request.
     pub fn revoke_secret(&self, kind: SecretKind, id: &str) -> Result<()> {
+        self.revoke_team_secret(kind, None, id)
+    }
+
+    /// Revokes a key or token of `team_id` (any team when `None`); `NotFound` for another
+    /// team's id, so its existence does not leak.
+    pub fn revoke_team_secret(
+        &self,
+        kind: SecretKind,
+        team_id: Option<&str>,
+        id: &str,
+    ) -> Result<()> {
         self.with(|c| {
             let n = c.execute(
-                "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1) WHERE id = ?2 AND kind = ?3",
-                params![now_ms(), id, kind.as_str()],
+                "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1)
+                 WHERE id = ?2 AND kind = ?3 AND (?4 IS NULL OR team_id = ?4)",
+                params![now_ms(), id, kind.as_str(), team_id],
             )?;
             if n == 0 {
-                return Err(CatalogError::NotFound(format!("no {} with id {id:?}", kind.as_str())));
+                return Err(CatalogError::NotFound(format!(
+                    "no {} with id {id:?}",
+                    kind.as_str()
+                )));
             }
             Ok(())
         })?;

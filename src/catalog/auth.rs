@@ -197,7 +197,7 @@ mod tests {
         // The admin CLI: another process, another open of the same file.
         let cli = Catalog::open(&path).unwrap();
         let team = cli.create_team("t").unwrap();
-        cli.create_user(&team, "o", Role::Owner).unwrap();
+        cli.create_user(&team, None, "o", Role::Owner).unwrap();
         cli.set_events_enabled(&team, true).unwrap();
         let (id, token) = cli
             .create_secret(SecretKind::EventsToken, &team, "o")

@@ -1,6 +1,6 @@
 //! The catalog's schema, as an ordered list of migrations tracked by `PRAGMA user_version`.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 /// Each entry moves the schema one version forward. Append only; never edit a shipped entry.
 const MIGRATIONS: &[&str] = &[
@@ -132,15 +132,159 @@ CREATE TABLE settings_generation (
 );
 INSERT INTO settings_generation (id, generation) VALUES (1, 0);
 "#,
+    r#"
+-- Accounts (SPEC §5.1). `users` is rebuilt: display names need not be unique any more; a user
+-- has an email (unique among users not removed) and an Argon2id password hash (PHC string).
+-- Removed members are kept (keys they created still name them) but can no longer sign in.
+CREATE TABLE users_new (
+    id            TEXT PRIMARY KEY,
+    team_id       TEXT NOT NULL REFERENCES teams(id),
+    name          TEXT NOT NULL,
+    role          TEXT NOT NULL CHECK (role IN ('owner', 'member')),
+    created_at    INTEGER NOT NULL,
+    email         TEXT,
+    password_hash TEXT,
+    removed_at    INTEGER
+);
+INSERT INTO users_new (id, team_id, name, role, created_at)
+    SELECT id, team_id, name, role, created_at FROM users;
+DROP TABLE users;
+ALTER TABLE users_new RENAME TO users;
+CREATE UNIQUE INDEX users_email ON users (email) WHERE removed_at IS NULL;
+CREATE INDEX users_by_team ON users (team_id);
+ALTER TABLE secrets ADD COLUMN name TEXT;
+-- One-time links (only their SHA-256 is kept): `password` sets an existing user's password,
+-- `invite` creates a user of `team_id` with `email` and `role` when used.
+CREATE TABLE links (
+    id         TEXT PRIMARY KEY,
+    hash       BLOB NOT NULL UNIQUE,
+    kind       TEXT NOT NULL CHECK (kind IN ('password', 'invite')),
+    team_id    TEXT NOT NULL REFERENCES teams(id),
+    user_id    TEXT REFERENCES users(id),
+    email      TEXT,
+    role       TEXT CHECK (role IN ('owner', 'member')),
+    created_by TEXT,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    used_at    INTEGER
+);
+-- Sign-in sessions (cookie `stowage_session`; only its SHA-256 is kept).
+CREATE TABLE sessions (
+    id           TEXT PRIMARY KEY,
+    hash         BLOB NOT NULL UNIQUE,
+    user_id      TEXT NOT NULL REFERENCES users(id),
+    csrf         TEXT NOT NULL,
+    address      TEXT,
+    created_at   INTEGER NOT NULL,
+    last_seen_at INTEGER NOT NULL,
+    revoked_at   INTEGER
+);
+CREATE INDEX sessions_by_user ON sessions (user_id);
+-- Personal access tokens (`Authorization: Bearer stw_pat_…`).
+CREATE TABLE pats (
+    id           TEXT PRIMARY KEY,
+    hash         BLOB NOT NULL UNIQUE,
+    user_id      TEXT NOT NULL REFERENCES users(id),
+    name         TEXT,
+    prefix       TEXT NOT NULL,
+    created_at   INTEGER NOT NULL,
+    last_used_at INTEGER,
+    revoked_at   INTEGER
+);
+CREATE INDEX pats_by_user ON pats (user_id);
+-- Who did what, when, from where. Never holds a secret.
+CREATE TABLE audit_log (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    team_id     TEXT,
+    at          INTEGER NOT NULL,
+    actor_id    TEXT,
+    actor_email TEXT,
+    action      TEXT NOT NULL,
+    target      TEXT,
+    address     TEXT,
+    detail      TEXT
+);
+CREATE INDEX audit_by_team ON audit_log (team_id, id);
+-- Owners asking the operator to enable events.
+CREATE TABLE events_requests (
+    id           TEXT PRIMARY KEY,
+    team_id      TEXT NOT NULL REFERENCES teams(id),
+    requested_by TEXT NOT NULL REFERENCES users(id),
+    requested_at INTEGER NOT NULL,
+    resolved_at  INTEGER
+);
+"#,
 ];
 
-/// Brings `conn` to the newest schema; safe to run from several processes at once.
+/// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key
+/// enforcement is off while it runs (a migration may rebuild a referenced table, and the bundled
+/// SQLite turns it on by default); the transaction checks every reference before it commits.
+/// Leaves enforcement off: the caller decides.
 pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "foreign_keys", false)?;
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let version: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i + 1)?;
     }
+    let broken: Option<String> = tx
+        .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+        .optional()?;
+    if let Some(table) = broken {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
+            Some(format!("migration left a broken reference in {table}")),
+        ));
+    }
     tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_migration_keeps_users_and_the_secrets_that_name_them() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        for (i, sql) in MIGRATIONS.iter().take(5).enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.pragma_update(None, "user_version", i + 1).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO teams (id, name, created_at) VALUES ('tm_a', 'a', 1);
+             INSERT INTO users (id, team_id, name, role, created_at) VALUES ('us_a', 'tm_a', 'ann', 'owner', 1);
+             INSERT INTO secrets (id, kind, team_id, hash, prefix, created_by, created_at)
+                 VALUES ('key_a', 'data_key', 'tm_a', x'00', 'stw_data_abcd', 'us_a', 1);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        let (name, email): (String, Option<String>) = conn
+            .query_row("SELECT name, email FROM users WHERE id = 'us_a'", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!((name.as_str(), email), ("ann", None));
+        let by: String = conn
+            .query_row(
+                "SELECT created_by FROM secrets WHERE id = 'key_a'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(by, "us_a");
+        // Display names need not be unique any more; emails must.
+        conn.execute_batch(
+            "INSERT INTO users (id, team_id, name, role, created_at, email) VALUES ('us_b', 'tm_a', 'ann', 'member', 2, 'x@y.z');",
+        )
+        .unwrap();
+        assert!(conn
+            .execute_batch("INSERT INTO users (id, team_id, name, role, created_at, email) VALUES ('us_c', 'tm_a', 'c', 'member', 3, 'x@y.z');")
+            .is_err());
+        // References into the rebuilt table are still enforced.
+        assert!(conn
+            .execute_batch("INSERT INTO sessions (id, hash, user_id, csrf, created_at, last_seen_at) VALUES ('se', x'01', 'us_nobody', 'c', 1, 1);")
+            .is_err());
+    }
 }

@@ -3,13 +3,16 @@
 //! file, so an admin change takes effect on a running server at its next request.
 
 mod admin;
+mod audit;
 mod auth;
 mod compaction;
 mod migrations;
 mod pending;
 pub mod secrets;
+mod sessions;
 mod settings;
 mod tables;
+mod users;
 
 use std::fmt;
 use std::path::Path;
@@ -20,9 +23,12 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
+pub use audit::{AuditEntry, AuditEvent, EventsRequest};
 pub use compaction::LiveFile;
+pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, SessionLimits};
 pub use settings::{Change, SettingsChange, TeamSettings};
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
+pub use users::{LINK_PREFIX, Link, LinkKind, User, normalize_email};
 
 /// A team id (`tm_…`), cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -62,6 +68,23 @@ pub enum CatalogError {
     /// The action is not allowed (not an owner, events disabled, name taken, …).
     #[error("{0}")]
     Refused(String),
+    /// A value given is not acceptable (`field` names it).
+    #[error("{message}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The email already belongs to a user.
+    #[error("{0}")]
+    Taken(String),
+    /// A one-time link was used or has expired.
+    #[error("{0}")]
+    Gone(String),
+    /// The change would leave a team without an owner.
+    #[error("a team must keep at least one owner")]
+    LastOwner,
     /// A commit named an object whose reservation is gone: the orphan collector judged its
     /// writer dead and may have deleted the object. Write the data again under new paths.
     #[error("object {0} is no longer reserved for this writer; it must be written again")]
@@ -102,10 +125,10 @@ impl Catalog {
             conn.busy_timeout(Duration::from_secs(10))?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "FULL")?;
-            conn.pragma_update(None, "foreign_keys", true)?;
             if i == 0 {
                 migrations::migrate(&mut conn)?;
             }
+            conn.pragma_update(None, "foreign_keys", true)?;
             conns.push(Mutex::new(conn));
         }
         let auth = Connection::open(path)?;

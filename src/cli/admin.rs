@@ -4,7 +4,8 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
-use crate::catalog::{Catalog, CatalogError, NewElement, Role, SecretKind};
+use super::users::UserCommand;
+use crate::catalog::{Catalog, CatalogError, NewElement, SecretKind};
 use crate::config::Config;
 use crate::demo::share_url;
 
@@ -96,23 +97,6 @@ pub enum TeamCommand {
     },
 }
 
-/// `user …`
-#[derive(Debug, Subcommand)]
-pub enum UserCommand {
-    /// Create a user in a team.
-    Create {
-        /// Team id or name.
-        #[arg(long)]
-        team: String,
-        /// User name (unique in the team).
-        #[arg(long)]
-        name: String,
-        /// owner or member.
-        #[arg(long, value_enum)]
-        role: Role,
-    },
-}
-
 /// `events …`
 #[derive(Debug, Subcommand)]
 pub enum EventsCommand {
@@ -128,6 +112,8 @@ pub enum EventsCommand {
         #[arg(long)]
         team: String,
     },
+    /// List owners' open requests to enable events.
+    Requests,
 }
 
 /// `key …` / `token …`
@@ -224,7 +210,10 @@ impl AdminError {
     pub fn code(&self) -> &'static str {
         match self {
             AdminError::Catalog(CatalogError::NotFound(_)) => "not_found",
-            AdminError::Catalog(CatalogError::Refused(_)) => "refused",
+            AdminError::Catalog(CatalogError::Refused(_) | CatalogError::LastOwner) => "refused",
+            AdminError::Catalog(CatalogError::Invalid { .. }) => "invalid_argument",
+            AdminError::Catalog(CatalogError::Taken(_)) => "conflict",
+            AdminError::Catalog(CatalogError::Gone(_)) => "gone",
             AdminError::Catalog(_) => "catalog_error",
             AdminError::InvalidImport(_) => "invalid_import",
             AdminError::InvalidArgument(_) => "invalid_argument",
@@ -356,16 +345,12 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                 .join("\n");
             out(json!(teams), human)
         }
-        AdminCommand::User {
-            command: UserCommand::Create { team, name, role },
-        } => {
-            let id = catalog.create_user(&team, &name, role)?;
-            out(json!({"id": id}), format!("created user {name} ({id})"))
-        }
+        AdminCommand::User { command } => super::users::run(config, &catalog, command),
         AdminCommand::Events { command } => {
             let (team, on) = match command {
                 EventsCommand::Enable { team } => (team, true),
                 EventsCommand::Disable { team } => (team, false),
+                EventsCommand::Requests => return super::users::events_requests(&catalog),
             };
             let t = catalog.set_events_enabled(&team, on)?;
             let state = if on { "enabled" } else { "disabled" };

@@ -7,6 +7,7 @@ mod bench;
 mod download;
 mod serve;
 mod team_settings;
+mod users;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -51,7 +51,7 @@ pub fn run(config: Config, args: ServeArgs) -> ExitCode {
     }
 }
 
-async fn serve(config: Config, args: ServeArgs) -> Result<(), app::StartError> {
+async fn serve(mut config: Config, args: ServeArgs) -> Result<(), app::StartError> {
     let listener = crate::app::bind(&config.server.listen).await.map_err(|e| {
         format!(
             "cannot listen on {} (server.listen): {e}",
@@ -65,6 +65,9 @@ async fn serve(config: Config, args: ServeArgs) -> Result<(), app::StartError> {
     } else {
         config.server.app_url.clone()
     };
+    // Links (invites, set-password) and share URLs are built on these.
+    config.server.public_url = base.clone();
+    config.server.app_url = app_url.clone();
     let data_dir = config.storage.data_dir.clone();
     let state = app::build_state(config).await?;
     if args.demo {

@@ -59,6 +59,9 @@ pub async fn track(req: Request, next: Next) -> Response {
         "/healthz" => "/healthz",
         "/readyz" => "/readyz",
         "/metrics" => "/metrics",
+        p if p.starts_with("/api/v1/") => "/api/v1",
+        "/login" | "/settings" => "pages",
+        p if p.starts_with("/settings/") || p.starts_with("/invite/") => "pages",
         _ => "other",
     };
     let resp = next.run(req).await;

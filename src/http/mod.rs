@@ -3,6 +3,7 @@
 //! reading with limits ([`body`]). Handlers are thin: extract, validate, call one service, map the
 //! result.
 
+pub mod api;
 pub mod body;
 pub mod edge;
 pub mod events;

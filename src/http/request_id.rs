@@ -31,11 +31,19 @@ pub async fn request_id(mut req: Request, next: Next) -> Response {
         "request",
         request_id = %id.to_str().unwrap_or_default(),
         method = %req.method(),
-        path = %req.uri().path(),
+        path = %loggable_path(req.uri().path()),
     );
     let mut resp = next.run(req).instrument(span).await;
     resp.headers_mut().insert(X_REQUEST_ID, id);
     resp
+}
+
+/// The path as logged: the secret of a one-time link (`/invite/<secret>`) is cut out.
+pub fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    match path.find("/invite/") {
+        Some(i) => format!("{}/invite/…", &path[..i]).into(),
+        None => path.into(),
+    }
 }
 
 /// 1 to 200 visible ASCII characters (no spaces or control characters).

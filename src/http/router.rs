@@ -7,7 +7,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use object_store::ObjectStore;
 
-use super::{events, health, import, metrics, request_id, segment, tables};
+use super::{api, events, health, import, metrics, request_id, segment, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -24,6 +24,8 @@ pub struct AppState {
     pub ingest: Arc<Ingest>,
     /// The warehouse.
     pub store: Arc<dyn ObjectStore>,
+    /// Sign-in, sessions and team management.
+    pub accounts: Arc<crate::accounts::Accounts>,
 }
 
 /// The service's routes.
@@ -54,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::render))
+        .merge(api::routes())
         .fallback(|| async {
             ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,

@@ -27,7 +27,9 @@ pub struct Seeded {
 /// Creates a team with an owner, events enabled, a token, a key and a canvas.
 pub fn seed(catalog: &Catalog, name: &str) -> Seeded {
     let team = catalog.create_team(name).unwrap();
-    catalog.create_user(&team, "owner", Role::Owner).unwrap();
+    catalog
+        .create_user(&team, None, "owner", Role::Owner)
+        .unwrap();
     catalog.set_events_enabled(&team, true).unwrap();
     let (_, token) = catalog
         .create_secret(SecretKind::EventsToken, &team, "owner")

@@ -39,6 +39,7 @@ use super::body::TimedBody;
 /// mark) is released when this returns.
 pub async fn serve(
     stream: TcpStream,
+    peer: std::net::SocketAddr,
     router: Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
@@ -50,7 +51,9 @@ pub async fn serve(
     let body_timeout = limits.body_timeout;
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let in_flight = activity.begin();
-        let response = router.call(req.map(|b| TimedBody::new(b, body_timeout)));
+        let mut req = req.map(|b| TimedBody::new(b, body_timeout));
+        req.extensions_mut().insert(super::ClientAddr(peer));
+        let response = router.call(req);
         async move {
             let response = response.await?;
             Ok::<_, Infallible>(response.map(|body| Tracked {

@@ -75,8 +75,8 @@ pub async fn serve(
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => (stream, peer),
             Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
                 // Most likely out of file descriptors: wait for some to close rather than spin.
@@ -90,6 +90,7 @@ pub async fn serve(
         let guard = (permit, open_rx.clone());
         tokio::spawn(conn::serve(
             stream,
+            peer,
             router.clone(),
             limits,
             stop_rx.clone(),
@@ -105,6 +106,11 @@ pub async fn serve(
     );
     open_tx.closed().await;
 }
+
+/// The peer address of the connection a request came on (a request extension set by the edge;
+/// absent when a router is driven without it, as in some tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub std::net::SocketAddr);
 
 /// An error about one connection (the peer went away before it was accepted), not the listener.
 fn is_connection_error(e: &std::io::Error) -> bool {

@@ -1,0 +1,313 @@
+//! Owners and members serving themselves (SPEC §5.1): signing in and out, who a request is
+//! (session cookie or personal access token), the CSRF rule, and — in [`manage`] — every team
+//! action with its permission check and audit entry. The HTTP API and the settings page are thin
+//! layers over this module; neither checks a permission itself.
+
+pub mod manage;
+pub mod password;
+pub mod throttle;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::{AuditEvent, Catalog, CatalogError, Role, Session, SessionLimits, Team, User};
+use crate::config::AccountsConfig;
+
+/// Why an account action was refused. Each maps to one status and code of the API.
+#[derive(Debug, thiserror::Error)]
+pub enum AccountError {
+    /// No valid session or token (401 `not_signed_in`).
+    #[error("sign in first")]
+    NotSignedIn,
+    /// Wrong email or password (401 `invalid_credentials`), the same for unknown emails.
+    #[error("wrong email or password")]
+    InvalidCredentials,
+    /// Too many failed sign-ins (429 `too_many_attempts`).
+    #[error("too many failed sign-ins; try again later")]
+    TooManyAttempts(Duration),
+    /// Missing or wrong CSRF token, or a cross-site `Origin` (403 `csrf`).
+    #[error("missing or invalid CSRF token")]
+    Csrf,
+    /// The caller's role may not do this (403 `forbidden`).
+    #[error("{0}")]
+    Forbidden(&'static str),
+    /// Events are not enabled for the team (403 `events_disabled`).
+    #[error(
+        "events are not enabled for this team; ask the operator (request access on the settings page)"
+    )]
+    EventsDisabled,
+    /// Missing, or another team's (404 `not_found`).
+    #[error("{0}")]
+    NotFound(String),
+    /// Would leave the team without an owner (409 `last_owner`).
+    #[error("a team must keep at least one owner")]
+    LastOwner,
+    /// The email already has an account (409 `email_taken`).
+    #[error("{0}")]
+    Taken(String),
+    /// A link was used or expired (410 `link_expired`).
+    #[error("{0}")]
+    Gone(String),
+    /// A value is not acceptable (400 `invalid_request`, with the field).
+    #[error("{message}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The catalog failed (503).
+    #[error("catalog: {0}")]
+    Catalog(CatalogError),
+}
+
+impl From<CatalogError> for AccountError {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::NotFound(m) => AccountError::NotFound(m),
+            CatalogError::LastOwner => AccountError::LastOwner,
+            CatalogError::Taken(m) => AccountError::Taken(m),
+            CatalogError::Gone(m) => AccountError::Gone(m),
+            CatalogError::Invalid { field, message } => AccountError::Invalid { field, message },
+            CatalogError::Refused(m) => AccountError::Invalid {
+                field: "",
+                message: m,
+            },
+            other => AccountError::Catalog(other),
+        }
+    }
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, AccountError>;
+
+/// How a caller proved who it is.
+#[derive(Debug, Clone)]
+pub enum Via {
+    /// A session cookie; changes need its CSRF token.
+    Session {
+        /// `se_…`
+        id: String,
+        /// The session's CSRF token.
+        csrf: String,
+    },
+    /// A personal access token (no CSRF: it is never sent by a browser on its own).
+    Pat {
+        /// `pat_…`
+        id: String,
+    },
+}
+
+/// A signed-in user making a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The user.
+    pub user: User,
+    /// The user's team.
+    pub team: Team,
+    /// Session or token.
+    pub via: Via,
+    /// Client address, for the audit log.
+    pub address: Option<String>,
+}
+
+impl Caller {
+    /// Refuses members.
+    pub fn require_owner(&self) -> Result<()> {
+        if self.user.role == Role::Owner {
+            Ok(())
+        } else {
+            Err(AccountError::Forbidden(
+                "only an owner of the team may do this",
+            ))
+        }
+    }
+
+    /// The session's CSRF token, when signed in with a cookie.
+    pub fn csrf(&self) -> Option<&str> {
+        match &self.via {
+            Via::Session { csrf, .. } => Some(csrf),
+            Via::Pat { .. } => None,
+        }
+    }
+
+    /// For a cookie-authenticated change: `token` must be the session's CSRF token (compared in
+    /// constant time). Token callers pass.
+    pub fn check_csrf(&self, token: Option<&str>) -> Result<()> {
+        match self.csrf() {
+            None => Ok(()),
+            Some(expected) => match token {
+                Some(t) if constant_time_eq(t.as_bytes(), expected.as_bytes()) => Ok(()),
+                _ => Err(AccountError::Csrf),
+            },
+        }
+    }
+
+    /// An audit entry by this caller.
+    pub fn event<'a>(&'a self, action: &'a str, target: Option<&'a str>) -> AuditEvent<'a> {
+        AuditEvent {
+            team_id: Some(&self.team.id),
+            actor_id: Some(&self.user.id),
+            actor_email: self.user.email.as_deref(),
+            action,
+            target,
+            address: self.address.as_deref(),
+            detail: None,
+        }
+    }
+}
+
+/// Compares without an early exit.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The accounts service: the catalog, the expiry rules and the sign-in throttle.
+pub struct Accounts {
+    /// The catalog.
+    pub catalog: Arc<Catalog>,
+    config: AccountsConfig,
+    throttle: throttle::Throttle,
+    /// `{public_url}`, for links.
+    public_url: String,
+}
+
+impl std::fmt::Debug for Accounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accounts").finish_non_exhaustive()
+    }
+}
+
+impl Accounts {
+    /// The service over `catalog`; links are built on `public_url`.
+    pub fn new(catalog: Arc<Catalog>, config: AccountsConfig, public_url: &str) -> Accounts {
+        Accounts {
+            catalog,
+            throttle: throttle::Throttle::new(config.lockout_max.0),
+            config,
+            public_url: public_url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// Session expiry rules.
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits {
+            idle_ms: self.config.session_idle.0.as_millis() as i64,
+            absolute_ms: self.config.session_max.0.as_millis() as i64,
+        }
+    }
+
+    /// `Max-Age` of the session cookie, in seconds.
+    pub fn cookie_max_age(&self) -> u64 {
+        self.config.session_max.0.as_secs()
+    }
+
+    /// The URL of a one-time link.
+    pub fn link_url(&self, secret: &str) -> String {
+        format!("{}/invite/{secret}", self.public_url)
+    }
+
+    /// Link lifetime in ms.
+    pub fn link_ttl_ms(&self) -> i64 {
+        self.config.link_ttl.0.as_millis() as i64
+    }
+
+    /// Signs in: throttled per email and per address, answered alike for unknown emails and
+    /// wrong passwords, audited either way. Returns the session and its cookie value.
+    pub async fn sign_in(
+        &self,
+        email: &str,
+        password: &str,
+        address: Option<&str>,
+    ) -> Result<(Session, String)> {
+        let email_key = format!("email:{}", email.trim().to_lowercase());
+        let addr_key = address.map(|a| format!("addr:{a}"));
+        let locked = [Some(&email_key), addr_key.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.throttle.check(k).err())
+            .max();
+        if let Some(wait) = locked {
+            return Err(AccountError::TooManyAttempts(
+                wait.max(Duration::from_secs(1)),
+            ));
+        }
+        let found = self.catalog.user_for_sign_in(email)?;
+        let phc = found.as_ref().and_then(|(_, h)| h.clone());
+        let pw = password.to_string();
+        let ok = tokio::task::spawn_blocking(move || password::verify(&pw, phc.as_deref()))
+            .await
+            .unwrap_or(false);
+        let (user, _) = match found {
+            Some(f) if ok => f,
+            other => {
+                self.throttle
+                    .fail(&email_key, self.config.max_failures_per_account.max(1));
+                if let Some(k) = &addr_key {
+                    self.throttle
+                        .fail(k, self.config.max_failures_per_address.max(1));
+                }
+                let user = other.map(|(u, _)| u);
+                self.catalog.audit(&AuditEvent {
+                    team_id: user.as_ref().map(|u| u.team_id.as_str()),
+                    actor_id: user.as_ref().map(|u| u.id.as_str()),
+                    actor_email: Some(email.trim()).filter(|e| e.len() <= 254),
+                    action: "session.sign_in_failed",
+                    address,
+                    ..Default::default()
+                })?;
+                return Err(AccountError::InvalidCredentials);
+            }
+        };
+        self.throttle.succeed(&email_key);
+        let (session, secret) = self.catalog.create_session(&user.id, address)?;
+        self.catalog.audit(&AuditEvent {
+            team_id: Some(&user.team_id),
+            actor_id: Some(&user.id),
+            actor_email: user.email.as_deref(),
+            action: "session.sign_in",
+            target: Some(&session.id),
+            address,
+            detail: None,
+        })?;
+        Ok((session, secret))
+    }
+
+    /// The caller behind a session cookie value.
+    pub fn from_session(&self, cookie: &str, address: Option<String>) -> Result<Caller> {
+        let s = self
+            .catalog
+            .session(cookie, self.limits())?
+            .ok_or(AccountError::NotSignedIn)?;
+        Ok(Caller {
+            user: s.user,
+            team: s.team,
+            via: Via::Session {
+                id: s.id,
+                csrf: s.csrf,
+            },
+            address,
+        })
+    }
+
+    /// The caller behind a personal access token.
+    pub fn from_pat(&self, token: &str, address: Option<String>) -> Result<Caller> {
+        let p = self.catalog.pat(token)?.ok_or(AccountError::NotSignedIn)?;
+        Ok(Caller {
+            user: p.user,
+            team: p.team,
+            via: Via::Pat { id: p.id },
+            address,
+        })
+    }
+
+    /// Ends the caller's session (a token caller has none to end).
+    pub fn sign_out(&self, caller: &Caller) -> Result<()> {
+        if let Via::Session { id, .. } = &caller.via {
+            self.catalog.revoke_session(id)?;
+            self.catalog
+                .audit(&caller.event("session.sign_out", Some(id)))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,74 @@
+//! `POST /api/v1/session` (sign in), `DELETE /api/v1/session` (sign out) and `GET /api/v1/me`.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::super::AppState;
+use super::super::body::read_limited;
+use super::auth::{Address, clear_cookie, same_origin, set_cookie};
+use super::{MAX_BODY, parse_json};
+use crate::accounts::{AccountError, Caller};
+use crate::catalog::{Team, User};
+use crate::error::ApiError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignIn {
+    email: String,
+    password: String,
+}
+
+/// The `{user, team, csrf_token}` body of sign-in and `/me`.
+pub fn me_body(user: &User, team: &Team, csrf: Option<&str>) -> Value {
+    json!({
+        "user": {"id": user.id, "email": user.email, "name": user.name, "role": user.role},
+        "team": {"id": team.id, "name": team.name, "events_enabled": team.events_enabled},
+        "csrf_token": csrf,
+    })
+}
+
+/// Signs in with `{"email", "password"}`; sets the session cookie.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    Address(address): Address,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    // A cross-site page must not sign a visitor into someone else's account.
+    if !same_origin(&state, &headers) {
+        return Err(AccountError::Csrf.into());
+    }
+    let body = read_limited(&headers, body, MAX_BODY).await?;
+    let req: SignIn = parse_json(&body)?;
+    let (session, cookie) = state
+        .accounts
+        .sign_in(&req.email, &req.password, address.as_deref())
+        .await?;
+    let body = me_body(&session.user, &session.team, Some(&session.csrf));
+    Ok((
+        [
+            (header::SET_COOKIE, set_cookie(&state, &cookie)),
+            (header::CACHE_CONTROL, "no-store".into()),
+        ],
+        axum::Json(body),
+    )
+        .into_response())
+}
+
+/// Signs out: the session stops working at once; the cookie is cleared.
+pub async fn sign_out(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+    state.accounts.sign_out(&caller)?;
+    Ok((
+        StatusCode::NO_CONTENT,
+        [(header::SET_COOKIE, clear_cookie())],
+    )
+        .into_response())
+}
+
+/// The caller, its team and (for a cookie session) its CSRF token.
+pub async fn me(caller: Caller) -> axum::Json<Value> {
+    axum::Json(me_body(&caller.user, &caller.team, caller.csrf()))
+}
