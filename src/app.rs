@@ -70,6 +70,7 @@ pub async fn build_state_with_store(
         catalog.clone(),
         config.accounts.clone(),
         &config.server.public_url,
+        &config.server.app_url,
     ));
     Ok(AppState {
         accounts,

@@ -6,6 +6,7 @@
 pub mod manage;
 pub mod password;
 pub mod throttle;
+pub mod workspace;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,6 +171,8 @@ pub struct Accounts {
     throttle: throttle::Throttle,
     /// `{public_url}`, for links.
     public_url: String,
+    /// `{app_url}`, for share URLs.
+    app_url: String,
 }
 
 impl std::fmt::Debug for Accounts {
@@ -179,14 +182,31 @@ impl std::fmt::Debug for Accounts {
 }
 
 impl Accounts {
-    /// The service over `catalog`; links are built on `public_url`.
-    pub fn new(catalog: Arc<Catalog>, config: AccountsConfig, public_url: &str) -> Accounts {
+    /// The service over `catalog`; links are built on `public_url`, share URLs on `app_url`
+    /// (`public_url` when empty).
+    pub fn new(
+        catalog: Arc<Catalog>,
+        config: AccountsConfig,
+        public_url: &str,
+        app_url: &str,
+    ) -> Accounts {
+        let public_url = public_url.trim_end_matches('/').to_string();
+        let app_url = match app_url.trim_end_matches('/') {
+            "" => public_url.clone(),
+            a => a.to_string(),
+        };
         Accounts {
             catalog,
             throttle: throttle::Throttle::new(config.lockout_max.0),
             config,
-            public_url: public_url.trim_end_matches('/').to_string(),
+            public_url,
+            app_url,
         }
+    }
+
+    /// The base URL clients reach this service at.
+    pub fn public_url(&self) -> &str {
+        &self.public_url
     }
 
     /// Session expiry rules.

@@ -13,6 +13,7 @@ mod sessions;
 mod settings;
 mod tables;
 mod users;
+mod workspace;
 
 use std::fmt;
 use std::path::Path;
@@ -29,6 +30,7 @@ pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, Sessio
 pub use settings::{Change, SettingsChange, TeamSettings};
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 pub use users::{LINK_PREFIX, Link, LinkKind, User, normalize_email};
+pub use workspace::{CanvasRow, ElementRow, TableStats};
 
 /// A team id (`tm_…`), cheap to clone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,0 +1,274 @@
+//! The workspace any user of a team may use and shape (SPEC §5.1): canvases, their table
+//! elements with share URLs, and the warehouse tables with columns and sizes. Ids of another
+//! team read as missing.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{AccountError, Accounts, Caller, Result};
+use crate::catalog::{CanvasRow, ElementRow, NewElement, TeamId};
+use crate::demo::share_url;
+
+/// A canvas with its elements.
+#[derive(Debug, Clone, Serialize)]
+pub struct CanvasInfo {
+    /// `cv_…`
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// ms since epoch.
+    pub created_at: i64,
+    /// Its table elements.
+    pub elements: Vec<ElementInfo>,
+}
+
+/// A table element with its share URL.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElementInfo {
+    /// The stored element.
+    #[serde(flatten)]
+    pub element: ElementRow,
+    /// `{app_url}/canvas/<canvasId>/element/<elementId>/new-canvas`
+    pub share_url: String,
+}
+
+/// What creating a table element takes.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTableElement {
+    /// Source warehouse table (normalised like event names).
+    pub source: String,
+    /// Display name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Ordered column subset.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// Filter list (download filter language).
+    #[serde(default)]
+    pub filters: Option<Value>,
+    /// Most rows.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// A column of a warehouse table.
+#[derive(Debug, Clone, Serialize)]
+pub struct ColumnInfo {
+    /// Column name.
+    pub name: String,
+    /// Warehouse type.
+    #[serde(rename = "type")]
+    pub ty: String,
+}
+
+/// A warehouse table with its size.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableInfo {
+    /// Table name.
+    pub name: String,
+    /// Columns in order.
+    pub columns: Vec<ColumnInfo>,
+    /// Rows, files, bytes, last received.
+    #[serde(flatten)]
+    pub stats: crate::catalog::TableStats,
+}
+
+fn canvas_name(name: &str) -> Result<String> {
+    let n = name.trim();
+    if n.is_empty() || n.chars().count() > 200 || n.chars().any(char::is_control) {
+        return Err(AccountError::Invalid {
+            field: "name",
+            message: "a canvas name is 1 to 200 characters, without control characters".into(),
+        });
+    }
+    Ok(n.to_string())
+}
+
+impl Accounts {
+    fn app_url(&self) -> &str {
+        &self.app_url
+    }
+
+    fn element_info(&self, element: ElementRow) -> ElementInfo {
+        ElementInfo {
+            share_url: share_url(self.app_url(), &element.canvas_id, &element.id),
+            element,
+        }
+    }
+
+    /// The team's canvases with their elements.
+    pub fn canvases(&self, caller: &Caller) -> Result<Vec<CanvasInfo>> {
+        let canvases = self.catalog.list_canvases(&caller.team.id)?;
+        let mut by_canvas: std::collections::HashMap<String, Vec<ElementInfo>> =
+            std::collections::HashMap::new();
+        for e in self.catalog.list_elements(&caller.team.id, None)? {
+            by_canvas
+                .entry(e.canvas_id.clone())
+                .or_default()
+                .push(self.element_info(e));
+        }
+        Ok(canvases
+            .into_iter()
+            .map(|c| CanvasInfo {
+                elements: by_canvas.remove(&c.id).unwrap_or_default(),
+                id: c.id,
+                name: c.name,
+                created_at: c.created_at,
+            })
+            .collect())
+    }
+
+    /// Creates a canvas.
+    pub fn create_canvas(&self, caller: &Caller, name: &str) -> Result<CanvasInfo> {
+        let name = canvas_name(name)?;
+        let id = self.catalog.create_canvas(&caller.team.id, &name)?;
+        self.catalog
+            .audit(&caller.event("canvas.create", Some(&id)))?;
+        let CanvasRow {
+            id,
+            name,
+            created_at,
+        } = self.catalog.canvas(&caller.team.id, &id)?;
+        Ok(CanvasInfo {
+            id,
+            name,
+            created_at,
+            elements: Vec::new(),
+        })
+    }
+
+    /// Renames a canvas.
+    pub fn rename_canvas(&self, caller: &Caller, id: &str, name: &str) -> Result<CanvasInfo> {
+        let name = canvas_name(name)?;
+        self.catalog.rename_canvas(&caller.team.id, id, &name)?;
+        let c = self.catalog.canvas(&caller.team.id, id)?;
+        let elements = self
+            .catalog
+            .list_elements(&caller.team.id, Some(id))?
+            .into_iter()
+            .map(|e| self.element_info(e))
+            .collect();
+        Ok(CanvasInfo {
+            id: c.id,
+            name: c.name,
+            created_at: c.created_at,
+            elements,
+        })
+    }
+
+    /// Deletes a canvas and its elements.
+    pub fn delete_canvas(&self, caller: &Caller, id: &str) -> Result<()> {
+        self.catalog.delete_canvas(&caller.team.id, id)?;
+        self.catalog
+            .audit(&caller.event("canvas.delete", Some(id)))?;
+        Ok(())
+    }
+
+    /// The elements of one canvas of the team.
+    pub fn elements(&self, caller: &Caller, canvas_id: &str) -> Result<Vec<ElementInfo>> {
+        self.catalog.canvas(&caller.team.id, canvas_id)?;
+        Ok(self
+            .catalog
+            .list_elements(&caller.team.id, Some(canvas_id))?
+            .into_iter()
+            .map(|e| self.element_info(e))
+            .collect())
+    }
+
+    /// Creates a table element on a canvas of the team. When the source table exists, its
+    /// columns and filters are checked against it now rather than at the first download.
+    pub fn create_element(
+        &self,
+        caller: &Caller,
+        canvas_id: &str,
+        new: &NewTableElement,
+    ) -> Result<ElementInfo> {
+        self.catalog.canvas(&caller.team.id, canvas_id)?;
+        let invalid =
+            |field: &'static str, message: String| AccountError::Invalid { field, message };
+        let source = crate::warehouse::naming::normalize(&new.source);
+        if source.is_empty() {
+            return Err(invalid(
+                "source",
+                format!("{:?} is not a usable table name", new.source),
+            ));
+        }
+        if let Some(f) = &new.filters
+            && !f.is_array()
+        {
+            return Err(invalid("filters", "filters is a list of filters".into()));
+        }
+        if new.limit == Some(0) {
+            return Err(invalid("limit", "limit must be at least 1".into()));
+        }
+        let schemas = self
+            .catalog
+            .team_schemas(&TeamId::from(caller.team.id.as_str()))?;
+        if let Some(schema) = schemas.get(&source) {
+            for c in new.columns.iter().flatten() {
+                let n = crate::warehouse::naming::normalize(c);
+                if !schema.columns.iter().any(|col| col.name == n) {
+                    return Err(invalid(
+                        "columns",
+                        format!("table {source} has no column {c:?}"),
+                    ));
+                }
+            }
+            if let Some(f) = &new.filters {
+                crate::download::filter::parse(f, &schema.columns, "filters")
+                    .map_err(|e| invalid("filters", e.message))?;
+            }
+        }
+        let name = new.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+        let id = self
+            .catalog
+            .create_element(&NewElement {
+                canvas: canvas_id.to_string(),
+                table: source,
+                name: name.map(str::to_string),
+                columns: new.columns.clone(),
+                filters: new.filters.clone(),
+                limit: new.limit,
+            })
+            .map_err(|e| match e {
+                crate::catalog::CatalogError::Refused(m) => invalid("columns", m),
+                other => other.into(),
+            })?;
+        self.catalog
+            .audit(&caller.event("element.create", Some(&id)))?;
+        Ok(self.element_info(self.catalog.element_row(&caller.team.id, &id)?))
+    }
+
+    /// Deletes an element of the team; its share URL stops working.
+    pub fn delete_element(&self, caller: &Caller, id: &str) -> Result<()> {
+        self.catalog.delete_element(&caller.team.id, id)?;
+        self.catalog
+            .audit(&caller.event("element.delete", Some(id)))?;
+        Ok(())
+    }
+
+    /// The team's warehouse tables: columns and types, rows, files, bytes, last received.
+    pub fn tables(&self, caller: &Caller) -> Result<Vec<TableInfo>> {
+        let team = TeamId::from(caller.team.id.as_str());
+        let schemas = self.catalog.team_schemas(&team)?;
+        let mut stats = self.catalog.table_stats(&team)?;
+        let mut tables: Vec<TableInfo> = schemas
+            .into_iter()
+            .map(|(name, schema)| TableInfo {
+                columns: schema
+                    .columns
+                    .iter()
+                    .map(|c| ColumnInfo {
+                        name: c.name.clone(),
+                        ty: c.ty.as_str().to_string(),
+                    })
+                    .collect(),
+                stats: stats.remove(&name).unwrap_or_default(),
+                name,
+            })
+            .collect();
+        tables.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(tables)
+    }
+}
