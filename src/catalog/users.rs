@@ -480,3 +480,87 @@ fn ensure_other_owner(tx: &Transaction<'_>, team_id: &str, user_id: &str) -> Res
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog() -> (tempfile::TempDir, Catalog, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Catalog::open(&dir.path().join("catalog.sqlite")).unwrap();
+        let team = c.create_team("t").unwrap();
+        (dir, c, team)
+    }
+
+    #[test]
+    fn a_team_always_keeps_an_owner() {
+        let (_d, c, team) = catalog();
+        let a = c
+            .create_user(&team, Some("A@x.io"), "a", Role::Owner)
+            .unwrap();
+        assert_eq!(a.email.as_deref(), Some("a@x.io"), "emails are lowercased");
+        let b = c
+            .create_user(&team, Some("b@x.io"), "b", Role::Member)
+            .unwrap();
+        assert!(matches!(
+            c.set_role(&team, &a.id, Role::Member),
+            Err(CatalogError::LastOwner)
+        ));
+        assert!(matches!(
+            c.remove_member(&team, &a.id),
+            Err(CatalogError::LastOwner)
+        ));
+        c.set_role(&team, &b.id, Role::Owner).unwrap();
+        c.remove_member(&team, &a.id).unwrap();
+        assert!(matches!(
+            c.remove_member(&team, &b.id),
+            Err(CatalogError::LastOwner)
+        ));
+        assert!(c.user(&a.id).unwrap().is_none(), "removed");
+        // Its email is free again; another team's id reads as missing.
+        c.create_user(&team, Some("a@x.io"), "a again", Role::Member)
+            .unwrap();
+        assert!(matches!(
+            c.create_user(&team, Some("b@x.io"), "dup", Role::Member),
+            Err(CatalogError::Taken(_))
+        ));
+        let other = c.create_team("u").unwrap();
+        assert!(matches!(
+            c.set_role(&other, &b.id, Role::Member),
+            Err(CatalogError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn links_work_once_and_expire() {
+        let (_d, c, team) = catalog();
+        let invite = LinkKind::Invite {
+            email: "new@x.io".into(),
+            role: Role::Member,
+        };
+        let (_, secret) = c.create_link(&team, &invite, None, 60_000).unwrap();
+        assert!(c.link(&secret).unwrap().is_some());
+        let user = c.use_link(&secret, Some("New"), "$phc").unwrap();
+        assert_eq!((user.name.as_str(), user.role), ("New", Role::Member));
+        assert!(c.link(&secret).unwrap().is_none());
+        assert!(matches!(
+            c.use_link(&secret, None, "$phc"),
+            Err(CatalogError::Gone(_))
+        ));
+        let (_, expired) = c.create_link(&team, &invite, None, -1).unwrap();
+        assert!(matches!(
+            c.use_link(&expired, None, "$phc"),
+            Err(CatalogError::Gone(_))
+        ));
+        // A newer set-password link retires the older one.
+        let pw = LinkKind::Password {
+            user_id: user.id.clone(),
+        };
+        let (_, first) = c.create_link(&team, &pw, None, 60_000).unwrap();
+        let (_, second) = c.create_link(&team, &pw, None, 60_000).unwrap();
+        assert!(c.link(&first).unwrap().is_none());
+        c.use_link(&second, None, "$new").unwrap();
+        assert_eq!(c.password_hash(&user.id).unwrap().as_deref(), Some("$new"));
+        assert!(c.link("stw_link_nonsense").unwrap().is_none());
+    }
+}
