@@ -755,5 +755,12 @@ mod tests {
         assert_eq!(c.compaction.small_file, d.compaction.small_file);
         assert_eq!(c.compaction.target_size, d.compaction.target_size);
         assert_eq!(c.compaction.grace, d.compaction.grace);
+        let (a, b) = (&c.accounts, &d.accounts);
+        assert_eq!(a.session_idle, b.session_idle);
+        assert_eq!(a.session_max, b.session_max);
+        assert_eq!(a.link_ttl, b.link_ttl);
+        assert_eq!(a.max_failures_per_account, b.max_failures_per_account);
+        assert_eq!(a.max_failures_per_address, b.max_failures_per_address);
+        assert_eq!(a.lockout_max, b.lockout_max);
     }
 }
