@@ -120,14 +120,12 @@ impl Accounts {
         Ok(())
     }
 
-    /// Asks the operator to enable events (owners). Returns (request id, whether it is new).
+    /// Asks the operator to enable events (owners). Returns (request id, whether it is new);
+    /// `EventsEnabled` when there is nothing to ask for.
     pub fn request_events(&self, caller: &Caller) -> Result<(String, bool)> {
         caller.require_owner()?;
         if caller.team.events_enabled {
-            return Err(AccountError::Invalid {
-                field: "",
-                message: "events are already enabled for this team".into(),
-            });
+            return Err(AccountError::EventsEnabled);
         }
         let (id, new) = self
             .catalog

@@ -37,6 +37,9 @@ pub enum AccountError {
         "events are not enabled for this team; ask the operator (request access on the settings page)"
     )]
     EventsDisabled,
+    /// Events are already enabled: there is nothing to request (409 `events_enabled`).
+    #[error("events are already enabled for this team")]
+    EventsEnabled,
     /// Missing, or another team's (404 `not_found`).
     #[error("{0}")]
     NotFound(String),
