@@ -1,4 +1,6 @@
-//! `POST /api/v1/session` (sign in), `DELETE /api/v1/session` (sign out) and `GET /api/v1/me`.
+//! `POST /api/v1/session` (sign in), `DELETE /api/v1/session` (sign out), `GET /api/v1/me`,
+//! and `POST /api/v1/links/use` (choose a password with a one-time set-password or invite link,
+//! which signs in like `POST /api/v1/session`).
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -11,7 +13,7 @@ use super::super::body::read_limited;
 use super::auth::{Address, clear_cookie, same_origin, set_cookie};
 use super::{MAX_BODY, parse_json};
 use crate::accounts::{AccountError, Caller};
-use crate::catalog::{Team, User};
+use crate::catalog::{Session, Team, User};
 use crate::error::ApiError;
 
 #[derive(Deserialize)]
@@ -19,6 +21,18 @@ use crate::error::ApiError;
 struct SignIn {
     email: String,
     password: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UseLink {
+    /// The link's secret (`stw_link_…`) or the whole link.
+    link: String,
+    /// The new password.
+    password: String,
+    /// Display name, for an invite (default: the email's local part).
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// The `{user, team, csrf_token}` body of sign-in and `/me`.
@@ -47,15 +61,46 @@ pub async fn sign_in(
         .accounts
         .sign_in(&req.email, &req.password, address.as_deref())
         .await?;
+    Ok(signed_in(&state, &session, &cookie))
+}
+
+/// `{"link", "password", "name"?}`: sets the password (for an invite, creates the user) and
+/// signs in; 410 `link_expired` when the link was used or has expired.
+pub async fn use_link(
+    State(state): State<AppState>,
+    Address(address): Address,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Response, ApiError> {
+    if !same_origin(&state, &headers) {
+        return Err(AccountError::Csrf.into());
+    }
+    let body = read_limited(&headers, body, MAX_BODY).await?;
+    let req: UseLink = parse_json(&body)?;
+    let secret = req.link.rsplit('/').next().unwrap_or_default().trim();
+    let (session, cookie) = state
+        .accounts
+        .use_link(
+            secret,
+            req.name.as_deref(),
+            &req.password,
+            address.as_deref(),
+        )
+        .await?;
+    Ok(signed_in(&state, &session, &cookie))
+}
+
+/// 200 `{user, team, csrf_token}` with the new session's cookie.
+fn signed_in(state: &AppState, session: &Session, cookie: &str) -> Response {
     let body = me_body(&session.user, &session.team, Some(&session.csrf));
-    Ok((
+    (
         [
-            (header::SET_COOKIE, set_cookie(&state, &cookie)),
+            (header::SET_COOKIE, set_cookie(state, cookie)),
             (header::CACHE_CONTROL, "no-store".into()),
         ],
         axum::Json(body),
     )
-        .into_response())
+        .into_response()
 }
 
 /// Signs out: the session stops working at once; the cookie is cleared.
