@@ -175,16 +175,14 @@ pub fn parse_json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
     } else {
         &body[..]
     };
-    let de = &mut serde_json::Deserializer::from_slice(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    // Syntax first, then shape: serde_json reports some wrong types (a number where an enum
+    // goes) as syntax errors when deserializing straight from the bytes.
+    let value: serde_json::Value = serde_json::from_slice(text).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+    })?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            return ApiError::bad_request(
-                "invalid_json",
-                format!("body is not valid JSON: {inner}"),
-            );
-        }
         let message = inner.to_string();
         let named = ["unknown field `", "missing field `"]
             .iter()
