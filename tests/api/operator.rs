@@ -83,6 +83,27 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
     r.expect(410, Some("link_expired"), "the link again");
     let again = api.sign_in("owner@acme.example").await;
     secrets.push(again.cookie.clone().unwrap());
+    // A reset link made with a 1 ms lifetime (from the environment) has expired when used.
+    let (ok, reset, stderr) = process::cli(
+        dir.path(),
+        &[
+            "--json",
+            "admin",
+            "user",
+            "reset",
+            "--email",
+            "owner@acme.example",
+        ],
+        &[("STOWAGE_ACCOUNTS__LINK_TTL", "1ms")],
+    );
+    assert!(ok, "{stderr}");
+    let reset = reset["set_password_url"].as_str().unwrap().to_string();
+    secrets.push(reset.rsplit('/').next().unwrap().to_string());
+    let body = json!({"link": reset, "password": "another long password"});
+    let r = api.post(&Who::anonymous(), "/api/v1/links/use", body).await;
+    r.expect(410, Some("link_expired"), "an expired reset link");
+    // Session CSRF tokens are stored as they are, but never logged.
+    let csrf_tokens = [owner.csrf.clone().unwrap(), again.csrf.clone().unwrap()];
 
     // Events: refused, requested, listed for the operator, enabled, then a working token.
     let r = api.post(&owner, "/api/v1/tokens", json!({})).await;
@@ -216,6 +237,12 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
         "debug logs were on: {log}"
     );
     let catalog = catalog_bytes(dir.path());
+    for t in &csrf_tokens {
+        assert!(
+            !log.contains(t.as_str()),
+            "the server's output shows a CSRF token"
+        );
+    }
     for s in &secrets {
         assert!(!log.contains(s.as_str()), "the server's output shows {s}");
         let found = catalog.windows(s.len()).any(|w| w == s.as_bytes());
