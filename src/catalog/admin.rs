@@ -309,7 +309,9 @@ impl Catalog {
     }
 
     /// Revokes a key or token of `team_id` (any team when `None`); `NotFound` for another
-    /// team's id, so its existence does not leak.
+    /// team's id, so its existence does not leak, and — for a team's own request — for one
+    /// already revoked (it is no longer listed; revoking it again would only repeat the audit
+    /// entry). The operator's revoke (`None`) stays idempotent.
     pub fn revoke_team_secret(
         &self,
         kind: SecretKind,
@@ -319,7 +321,7 @@ impl Catalog {
         self.with(|c| {
             let n = c.execute(
                 "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1)
-                 WHERE id = ?2 AND kind = ?3 AND (?4 IS NULL OR team_id = ?4)",
+                 WHERE id = ?2 AND kind = ?3 AND (?4 IS NULL OR (team_id = ?4 AND revoked_at IS NULL))",
                 params![now_ms(), id, kind.as_str(), team_id],
             )?;
             if n == 0 {
