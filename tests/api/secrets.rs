@@ -154,6 +154,10 @@ async fn a_data_key_from_the_api_downloads_until_revoked() {
     );
     let r = fx.api.get(&fx.owner, "/api/v1/keys").await;
     assert!(row(&r).is_none(), "a revoked key is not listed");
+    fx.api
+        .delete(&fx.owner, &path)
+        .await
+        .expect(404, Some("not_found"), "revoke twice");
     // Another team's key does not open this team's element.
     let r = fx.api.post(&fx.other, "/api/v1/keys", json!({})).await;
     let theirs = r.ok(201, "team b key")["key"].as_str().unwrap().to_string();
