@@ -111,7 +111,8 @@ impl Catalog {
     }
 
     /// The live session behind a cookie value: not revoked, not idle or older than `limits`,
-    /// its user not removed. Notes the activity (written at most once a minute).
+    /// its user not removed. Notes the activity (written at most once a minute, or every half
+    /// idle limit when that is shorter).
     pub fn session(&self, secret: &str, limits: SessionLimits) -> Result<Option<Session>> {
         if !secret.starts_with(SESSION_PREFIX) {
             return Ok(None);
@@ -147,7 +148,8 @@ impl Catalog {
             let Some((session, last_seen)) = found else {
                 return Ok(None);
             };
-            if now - last_seen >= TOUCH_MS {
+            // Written once a minute, an idle limit under two minutes would end sessions in use.
+            if now - last_seen >= TOUCH_MS.min(limits.idle_ms / 2) {
                 c.execute(
                     "UPDATE sessions SET last_seen_at = ?1 WHERE id = ?2",
                     params![now, session.id],
