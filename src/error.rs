@@ -137,8 +137,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
-        if self.status == StatusCode::REQUEST_TIMEOUT {
-            // The rest of the body is not coming; do not wait for the next request on this socket.
+        if self.status == StatusCode::REQUEST_TIMEOUT
+            || self.status == StatusCode::PAYLOAD_TOO_LARGE
+        {
+            // 408: the rest of the body is not coming; do not wait for the next request on this
+            // socket. 413: the rest of the body was not read, so the server closes the socket;
+            // said up front, a keep-alive client does not send its next request into it.
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
