@@ -2,13 +2,15 @@
 //! ([`format`]), resolve the element and take a snapshot of its table's committed files
 //! ([`plan`]), then read, encode ([`encode`]) and compress ([`compress`]) batch by batch into a
 //! bounded channel that feeds the response body ([`stream`]). Memory stays bounded by the batch
-//! size and the channel depth, whatever the table size.
+//! size and the channel depth, whatever the table size. A Parquet download of a whole table
+//! copies the stored column chunks instead ([`passthrough`]).
 
 pub mod compress;
 pub mod cursor;
 pub mod encode;
 pub mod filter;
 pub mod format;
+pub mod passthrough;
 pub mod plan;
 pub mod request;
 pub mod stream;

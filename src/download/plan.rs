@@ -17,6 +17,8 @@ use super::request::DownloadRequest;
 pub struct Plan {
     /// Output columns, in order, with their current types.
     pub columns: TableSchema,
+    /// Every column of the source table, in table order, with its current type.
+    pub table: TableSchema,
     /// Output columns plus filter-only columns.
     pub read: TableSchema,
     /// Element filters then request filters, ANDed.
@@ -144,6 +146,7 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
     };
     Ok(Plan {
         columns: TableSchema { columns },
+        table: schema,
         read: TableSchema { columns: read },
         filters,
         files,

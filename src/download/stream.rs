@@ -30,11 +30,49 @@ pub fn body(
     encoder: Box<dyn Encoder>,
     compressor: Compressor,
 ) -> Body {
+    spawn_body(compressor, move |out| {
+        produce(store, plan, batch_rows, encoder, out)
+    })
+}
+
+/// Where a producer sends the response: each buffer goes through the compressor into the
+/// bounded channel that feeds the body, so a slow client slows the producer.
+pub struct Output {
+    compressor: Compressor,
+    tx: mpsc::Sender<Chunk>,
+}
+
+impl Output {
+    /// Compresses and sends `buf`; `Ok(false)` once the client has gone away.
+    pub async fn send(&mut self, buf: Vec<u8>) -> Result<bool, String> {
+        let out = self.compressor.push(buf).map_err(|e| e.to_string())?;
+        Ok(out.is_empty() || self.tx.send(Ok(Bytes::from(out))).await.is_ok())
+    }
+
+    /// Sends the last bytes and ends the compressed stream; `Ok(false)` if the client has gone
+    /// away.
+    pub async fn finish(mut self, buf: Vec<u8>) -> Result<bool, String> {
+        let mut last = self.compressor.push(buf).map_err(|e| e.to_string())?;
+        last.extend(self.compressor.finish().map_err(|e| e.to_string())?);
+        Ok(last.is_empty() || self.tx.send(Ok(Bytes::from(last))).await.is_ok())
+    }
+}
+
+/// A response body fed by `produce`, which runs as a task in the request's span and returns the
+/// rows it sent (`Ok(None)` if the client went away). An error after the first byte aborts the
+/// body.
+pub fn spawn_body<F, Fut>(compressor: Compressor, produce: F) -> Body
+where
+    F: FnOnce(Output) -> Fut,
+    Fut: Future<Output = Result<Option<u64>, String>> + Send + 'static,
+{
     let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
+    let errors = tx.clone();
+    let run = produce(Output { compressor, tx });
     // In the request's span, so its log lines carry the request id.
     let producer = async move {
         let started = std::time::Instant::now();
-        match produce(store, plan, batch_rows, encoder, compressor, &tx).await {
+        match run.await {
             Ok(Some(rows)) => {
                 info!(
                     rows,
@@ -45,7 +83,7 @@ pub fn body(
             Ok(None) => {} // client went away
             Err(e) => {
                 error!(error = %e, "download aborted mid-stream");
-                let _ = tx.send(Err(std::io::Error::other(e))).await;
+                let _ = errors.send(Err(std::io::Error::other(e))).await;
             }
         }
     };
@@ -62,13 +100,8 @@ async fn produce(
     plan: Plan,
     batch_rows: usize,
     mut encoder: Box<dyn Encoder>,
-    mut compressor: Compressor,
-    tx: &mpsc::Sender<Chunk>,
+    mut out: Output,
 ) -> Result<Option<u64>, String> {
-    let send = |buf: Vec<u8>, compressor: &mut Compressor| -> Result<Option<Bytes>, String> {
-        let out = compressor.push(buf).map_err(|e| e.to_string())?;
-        Ok((!out.is_empty()).then(|| Bytes::from(out)))
-    };
     let mut buf = Vec::new();
     encoder.header(&mut buf).map_err(|e| e.to_string())?;
     let mut rows = 0u64;
@@ -82,9 +115,7 @@ async fn produce(
     };
     let mut reader = TableReader::new(store, plan.files, spec);
     loop {
-        if let Some(chunk) = send(std::mem::take(&mut buf), &mut compressor)?
-            && tx.send(Ok(chunk)).await.is_err()
-        {
+        if !out.send(std::mem::take(&mut buf)).await? {
             return Ok(None);
         }
         match reader.next_batch().await.map_err(|e| e.to_string())? {
@@ -108,10 +139,5 @@ async fn produce(
         })));
     }
     encoder.footer(&mut buf).map_err(|e| e.to_string())?;
-    let mut last = compressor.push(buf).map_err(|e| e.to_string())?;
-    last.extend(compressor.finish().map_err(|e| e.to_string())?);
-    if !last.is_empty() && tx.send(Ok(Bytes::from(last))).await.is_err() {
-        return Ok(None);
-    }
-    Ok(Some(rows))
+    Ok(out.finish(buf).await?.then_some(rows))
 }

@@ -12,7 +12,7 @@ use super::body::{header_str, read_limited};
 use crate::catalog::TeamId;
 use crate::download::compress::Compressor;
 use crate::download::encode::{self, EncodeOptions};
-use crate::download::{format, plan, request, stream};
+use crate::download::{format, passthrough, plan, request, stream};
 use crate::error::ApiError;
 
 /// Largest download request body.
@@ -47,19 +47,24 @@ pub async fn download(
         error!(error = %e, "cannot start the download encoder");
         ApiError::internal()
     };
-    let encoder = encode::encoder(format, &plan.columns, opts).map_err(|e| internal(&e))?;
     let compressor = Compressor::new(compression).map_err(|e| internal(&e))?;
-    let body = stream::body(
-        state.store.clone(),
-        plan,
-        state.config.download.batch_rows,
-        encoder,
-        compressor,
-    );
+    let (store, batch_rows) = (state.store.clone(), state.config.download.batch_rows);
+    let passthrough = format == format::Format::Parquet && passthrough::applies(&plan);
+    let body = if passthrough {
+        passthrough::body(store, plan, batch_rows, compressor)
+    } else {
+        let encoder = encode::encoder(format, &plan.columns, opts).map_err(|e| internal(&e))?;
+        stream::body(store, plan, batch_rows, encoder, compressor)
+    };
     let mut resp = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
     if let Some(enc) = compression.header() {
         resp.headers_mut()
             .insert(header::CONTENT_ENCODING, HeaderValue::from_static(enc));
+    }
+    if format == format::Format::Parquet {
+        let how = if passthrough { "passthrough" } else { "encode" };
+        resp.headers_mut()
+            .insert(passthrough::HEADER, HeaderValue::from_static(how));
     }
     resp.headers_mut().insert(
         header::VARY,

@@ -1,7 +1,10 @@
 //! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
-//! files live ([`layout`]), how Parquet is written ([`writer`]), values as text when a column widens to string ([`text`]) and read back ([`reader`]), and
-//! how small files are merged ([`compaction`]) and objects no commit names are collected ([`gc`]).
+//! files live ([`layout`]), how Parquet is written ([`writer`]), values as text when a column
+//! widens to string ([`text`]) and read back ([`reader`]), stored column chunks read without
+//! decoding for copying ([`chunks`]), and how small files are merged ([`compaction`]) and
+//! objects no commit names are collected ([`gc`]).
 
+pub mod chunks;
 pub mod compaction;
 pub mod gc;
 pub mod import;

@@ -67,7 +67,18 @@ impl Encoder for IpcEncoder {
 }
 
 /// Rows per row group of a streamed Parquet download.
-const ROW_GROUP_ROWS: usize = 65_536;
+pub const PARQUET_ROW_GROUP_ROWS: usize = 65_536;
+
+/// Writer settings of a Parquet download (ZSTD 1, chunk statistics, row groups of up to
+/// [`PARQUET_ROW_GROUP_ROWS`] rows); the passthrough writer encodes the rows it cannot copy with
+/// them too.
+pub fn parquet_properties() -> Result<WriterProperties, EncodeError> {
+    Ok(WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(err)?))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP_ROWS))
+        .build())
+}
 
 /// Parquet encoder.
 pub struct ParquetEncoder {
@@ -77,13 +88,9 @@ pub struct ParquetEncoder {
 impl ParquetEncoder {
     /// An encoder for `schema`'s columns.
     pub fn new(schema: &TableSchema) -> Result<Self, EncodeError> {
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(err)?))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .build();
         let writer =
-            ArrowWriter::try_new(Vec::new(), schema.to_arrow(), Some(props)).map_err(err)?;
+            ArrowWriter::try_new(Vec::new(), schema.to_arrow(), Some(parquet_properties()?))
+                .map_err(err)?;
         Ok(Self {
             writer: Some(writer),
         })

@@ -11,6 +11,7 @@ use ::arrow::record_batch::RecordBatch;
 use super::format::Format;
 use crate::warehouse::schema::TableSchema;
 
+pub use arrow::{PARQUET_ROW_GROUP_ROWS, parquet_properties};
 pub use json::{JsonEncoder, write_rfc3339};
 
 /// An encoding failure (Arrow IPC or Parquet writer errors).
