@@ -22,6 +22,10 @@ use super::object_reader::StoreFileReader;
 /// Range reads in flight per file, including the one being copied.
 const PREFETCH: usize = 2;
 
+/// Bytes read from the end of a file for its footer and page index in one request (more are read
+/// if they do not fit).
+const FOOTER_HINT: usize = 256 << 10;
+
 /// Reads the footer of `path` (`size` bytes long) with its page index, if it has one.
 pub async fn metadata_with_page_index(
     store: &Arc<dyn ObjectStore>,
@@ -31,6 +35,7 @@ pub async fn metadata_with_page_index(
     let mut reader = StoreFileReader::new(store.clone(), path.clone(), size);
     ParquetMetaDataReader::new()
         .with_page_index_policy(PageIndexPolicy::Optional)
+        .with_prefetch_hint(Some(FOOTER_HINT))
         .load_and_finish(&mut reader, size)
         .await
 }
