@@ -75,6 +75,8 @@ Caveats
   downloads do not depend on the writer; the DuckDB-written file is the fair baseline.
 * Server CPU is read in clock ticks (10 ms): meaningless for downloads shorter than ~0.2 s.
 * `idle RSS` is after the 1-row warm-up, which already decodes a row group (160 MiB for `wide`).
+  `--warmup none` skips it (idle RSS is then the fresh server's), so the peak RSS of a download
+  that decodes nothing (a Parquet passthrough) is its own and not the warm-up's.
 * Sizes at 5M rows (extrapolated from 1M): events ~0.2 GB Parquet / 1.5 GB JSON; wide ~2 GB
   Parquet / 7.5 GB JSON; strings ~0.2 GB / 1.5 GB; numeric ~0.1 GB / 0.3 GB. Disk: ~10 GB under
   the temp dir (the files and stowage's copy; each size is deleted when done). The DuckDB output
@@ -531,9 +533,10 @@ def measure_download(args, st, element, fmt, logfile):
     srv = Server(args.bin, st.data, logfile)
     try:
         dl = download_curl if args.client == "curl" else download_python
-        warm = dl(srv.port, st.key, body(st, element, "json", limit=1))
-        if warm.get("error") or warm["status"] != 200:
-            return {"error": f"warm-up: {warm}", "status": warm.get("status")}
+        if args.warmup == "json":
+            warm = dl(srv.port, st.key, body(st, element, "json", limit=1))
+            if warm.get("error") or warm["status"] != 200:
+                return {"error": f"warm-up: {warm}", "status": warm.get("status")}
         idle = srv.status_kib("VmRSS") / 1024
         cpu0 = srv.cpu_s()
         sampler = RssSampler(srv)
@@ -698,7 +701,7 @@ def report(results, args):
     w = lines.append
     w(f"Run {results['started']} · stowage `{results['binary']}` · DuckDB {results['duckdb_version']} · "
       f"pyarrow {results['pyarrow_version']} · client {args.client} · repeat {args.repeat} "
-      f"(median, min) · {os.cpu_count()} cores\n")
+      f"(median, min) · warm-up {args.warmup} · {os.cpu_count()} cores\n")
     w("### Files and imports\n")
     w("| shape | writer | rows | Parquet MiB | row groups | codec | write s | import s | import rows/s | import RSS MiB | result |")
     w("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---|")
@@ -818,6 +821,8 @@ def main():
     ap.add_argument("--tmp", default=None, help="parent directory for the temp dir (default $TMPDIR or /tmp)")
     ap.add_argument("--duck-dir", default=None, help="where DuckDB writes its COPY output (default /dev/shm if it fits)")
     ap.add_argument("--no-duckdb", action="store_true", help="skip the DuckDB baselines")
+    ap.add_argument("--warmup", choices=["json", "none"], default="json",
+                    help="before each timed download: a 1-row JSON download (default) or nothing")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--out", default=None, help="write JSON results here")
     ap.add_argument("--markdown", default=None, help="also write the markdown report here")

@@ -19,6 +19,9 @@ use parquet::file::writer::{SerializedFileWriter, SerializedRowGroupWriter};
 use crate::download::encode::{PARQUET_ROW_GROUP_ROWS, parquet_properties};
 use crate::warehouse::chunks::Fetched;
 
+/// What the sink first reserves after each drain: a range read of column chunks plus slack.
+const SINK_BYTES: usize = super::FETCH_BYTES as usize + (64 << 10);
+
 /// The output buffer: the writer appends, the response drains.
 #[derive(Clone, Default)]
 pub struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -32,7 +35,12 @@ impl Sink {
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("sink lock").extend_from_slice(buf);
+        let mut out = self.0.lock().expect("sink lock");
+        if out.capacity() == 0 {
+            // Room for what one range read adds, so filling it does not reallocate and copy.
+            out.reserve(SINK_BYTES.max(buf.len()));
+        }
+        out.extend_from_slice(buf);
         Ok(buf.len())
     }
 
