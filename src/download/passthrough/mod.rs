@@ -10,7 +10,12 @@
 //! Memory stays bounded: a file's column chunks are fetched in range reads of about
 //! [`FETCH_BYTES`] (two in flight) and what the writer produces is drained into the response after
 //! each range, so a row group is never held whole; only the footer's metadata (a few hundred
-//! bytes per column chunk) grows with the table until the end.
+//! bytes per column chunk) grows with the table until the end. Copied chunks keep their
+//! statistics and page index; bloom filters are not copied (the warehouse writes none).
+//!
+//! The response says `X-Stowage-Parquet: passthrough` (or `encode` from the decoding path); the
+//! log line `parquet passthrough` and `stowage_download_parquet_row_groups_total{how}` count the
+//! row groups copied and encoded.
 
 #[cfg(test)]
 mod tests;
@@ -77,7 +82,7 @@ pub fn body(
 }
 
 /// Writes the whole response; `Ok(None)` if the client went away.
-pub async fn produce(
+async fn produce(
     store: Arc<dyn ObjectStore>,
     plan: Plan,
     batch_rows: usize,
