@@ -139,15 +139,22 @@ async fn a_whole_table_is_copied_and_reads_like_the_decode_path() {
             "vip"
         ])
     );
-    // Every stored row group, copied with its statistics and page index (the decode path's
-    // encoder writes no column index).
-    let groups = seen["row_groups"].as_array().unwrap();
-    assert_eq!(groups.len(), stored_row_groups(&t, "steady"));
-    assert!(groups.len() >= 8, "several files of several row groups");
-    for g in groups {
-        assert_eq!(g["column_index"], true, "{g}");
-        assert_eq!(g["stats"], true, "{g}");
-    }
+    // The stored row groups of 4 rows, copied with their statistics and page index (the
+    // decode path's encoder writes no column index) — except the 1-row file, smaller than one
+    // read batch, which is encoded.
+    let groups: Vec<(u64, bool)> = seen["row_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            assert_eq!(g["stats"], true, "{g}");
+            (g["rows"].as_u64().unwrap(), g["column_index"] == true)
+        })
+        .collect();
+    let copied_groups = [(4, true), (4, true), (2, true), (4, true), (3, true)];
+    let tail = [(1, false), (4, true), (4, true), (1, true)];
+    assert_eq!(groups, [&copied_groups[..], &tail[..]].concat());
+    assert_eq!(stored_row_groups(&t, "steady"), 9);
 
     // The same bytes through zstd, and when Accept picks the format.
     let (how, zstd) = parquet(&t, &element, json!({}), &[("Accept-Encoding", "zstd")]).await;
@@ -187,7 +194,11 @@ async fn a_whole_table_is_copied_and_reads_like_the_decode_path() {
 
 #[tokio::test]
 async fn files_from_before_a_column_was_added_or_widened_are_encoded_into_the_same_file() {
-    let t = TestServer::start(|c| c.parquet.row_group_rows = 3).await;
+    let t = TestServer::start(|c| {
+        c.parquet.row_group_rows = 3;
+        c.download.batch_rows = 2;
+    })
+    .await;
     // amount int64, no `zflag` yet: decoded.
     flush_of(
         &t,
@@ -237,6 +248,44 @@ async fn files_from_before_a_column_was_added_or_widened_are_encoded_into_the_sa
     assert_eq!(rows[0]["amount"], json!(0.0));
     assert_eq!(rows[12]["amount"], json!(9007199254740992.0));
     assert_eq!(rows[4]["zflag"], Value::Null);
+}
+
+#[tokio::test]
+async fn files_smaller_than_a_read_batch_share_encoded_row_groups() {
+    let t = TestServer::start(|c| {
+        c.parquet.row_group_rows = 4;
+        c.download.batch_rows = 5;
+    })
+    .await;
+    let mut first = 0;
+    for n in [2, 3, 1, 6, 4, 4, 9] {
+        flush_of(&t, "steady", first, n, steady).await;
+        first += n;
+    }
+    let element = t.element("steady", None);
+    let (how, copied) = parquet(&t, &element, json!({}), &[]).await;
+    assert_eq!(how, "passthrough");
+    let (_, encoded) = parquet(&t, &element, everything(), &[]).await;
+    let seen = compare(&copied, &encoded);
+    let groups: Vec<(u64, bool)> = seen["row_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["rows"].as_u64().unwrap(), g["column_index"] == true))
+        .collect();
+    // 2+3+1 encoded together, 6 copied (4+2), 4+4 encoded together, 9 copied (4+4+1).
+    assert_eq!(
+        groups,
+        [
+            (6, false),
+            (4, true),
+            (2, true),
+            (8, false),
+            (4, true),
+            (4, true),
+            (1, true)
+        ]
+    );
 }
 
 #[tokio::test]
@@ -293,7 +342,11 @@ async fn anything_that_selects_rows_or_columns_takes_the_decode_path() {
 
 #[tokio::test]
 async fn an_empty_table_and_a_missing_object() {
-    let t = TestServer::start(|c| c.parquet.row_group_rows = 4).await;
+    let t = TestServer::start(|c| {
+        c.parquet.row_group_rows = 4;
+        c.download.batch_rows = 2;
+    })
+    .await;
     // No data yet: the known columns and no rows, either way.
     let tracks = t.element("tracks", None);
     let (how, copied) = parquet(&t, &tracks, json!({}), &[]).await;

@@ -3,8 +3,8 @@
 //! chunks instead of decoded and re-encoded rows. Each file of the snapshot, in row order, is
 //! either copied row group by row group — when its Parquet schema is exactly the response's, the
 //! table's current schema — or, when it was written before a column was added or widened (or
-//! holds a float column as text), read through the normal reader and encoded like the Parquet
-//! encoder does. Either way one response file with the table's current schema comes out, with
+//! holds a float column as text) or is smaller than one read batch, read through the normal
+//! reader and encoded like the Parquet encoder does (consecutive such files share row groups). Either way one response file with the table's current schema comes out, with
 //! the same rows in the same order as the decoding path.
 //!
 //! Memory stays bounded: a file's column chunks are fetched in range reads of about
@@ -81,6 +81,14 @@ pub fn body(
     })
 }
 
+/// Whether `file` is worth copying as it is: a file with fewer rows than one read batch
+/// (`download.batch_rows`) is encoded with its neighbours into full row groups instead, so a
+/// table of many small files (before compaction) does not become a response of many tiny row
+/// groups with a footer that grows with the number of files.
+fn big_enough(file: &DataFile, batch_rows: usize) -> bool {
+    file.rows >= batch_rows as u64
+}
+
 /// Writes the whole response; `Ok(None)` if the client went away.
 async fn produce(
     store: Arc<dyn ObjectStore>,
@@ -92,14 +100,18 @@ async fn produce(
     let mut w = CopyWriter::new(plan.columns.to_arrow()).map_err(|e| err(&e))?;
     let sink = w.sink();
     for file in plan.files {
-        let path = Path::from(file.path.as_str());
-        let meta = chunks::metadata_with_page_index(&store, &path, file.bytes)
-            .await
-            .map_err(|e| format!("reading {}: {e}", file.path))?;
-        let sent = if w.can_copy(&meta) {
-            copy_file(&store, &file, &meta, &mut w, &mut out).await?
+        let meta = if big_enough(&file, batch_rows) {
+            let path = Path::from(file.path.as_str());
+            let meta = chunks::metadata_with_page_index(&store, &path, file.bytes)
+                .await
+                .map_err(|e| format!("reading {}: {e}", file.path))?;
+            Some(meta).filter(|m| w.can_copy(m))
         } else {
-            encode_file(&store, &plan.columns, file, batch_rows, &mut w, &mut out).await?
+            None
+        };
+        let sent = match meta {
+            Some(meta) => copy_file(&store, &file, &meta, &mut w, &mut out).await?,
+            None => encode_file(&store, &plan.columns, file, batch_rows, &mut w, &mut out).await?,
         };
         if !sent {
             return Ok(None);
