@@ -5,6 +5,7 @@
 //! status (400/403/404/409); a missing or wrong CSRF token is the 403 "form expired" page.
 
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -142,12 +143,14 @@ impl<F> Action<F> {
             form,
         } = self;
         match act(&state.accounts, &caller, form) {
-            Ok(message) => {
-                if let Some(id) = session_id(&caller) {
+            Ok(message) => match session_id(&caller) {
+                Some(id) => {
                     state.flash.put(id, message);
+                    see_other(&format!("/settings#{section}"))
                 }
-                see_other(&format!("/settings#{section}"))
-            }
+                // A token caller has no session to keep the message for: show it now.
+                None => render(&state, &caller, StatusCode::OK, None, Some(message)),
+            },
             Err(AccountError::NotSignedIn) => see_other("/login"),
             Err(e) => render(
                 &state,
