@@ -74,6 +74,7 @@ pub async fn build_state_with_store(
     ));
     Ok(AppState {
         accounts,
+        flash: Arc::new(crate::http::pages::Flash::new()),
         config: Arc::new(config),
         catalog,
         ingest,

@@ -60,8 +60,9 @@ pub async fn track(req: Request, next: Next) -> Response {
         "/readyz" => "/readyz",
         "/metrics" => "/metrics",
         p if p.starts_with("/api/v1/") => "/api/v1",
-        "/login" | "/settings" => "pages",
+        "/login" | "/logout" | "/settings" => "pages",
         p if p.starts_with("/settings/") || p.starts_with("/invite/") => "pages",
+        p if p.starts_with("/static/") => "static",
         _ => "other",
     };
     let resp = next.run(req).await;

@@ -1,6 +1,7 @@
 //! The HTTP edge: the accept loop with its timeouts and connection cap ([`edge`]), the router
-//! ([`router`]) with its request ids ([`request_id`]), one file per endpoint group, and body
-//! reading with limits ([`body`]). Handlers are thin: extract, validate, call one service, map the
+//! ([`router`]) with its request ids ([`request_id`]), one file per endpoint group, the
+//! management API ([`api`]) and the settings pages ([`pages`]), and body reading with limits
+//! ([`body`]). Handlers are thin: extract, validate, call one service, map the
 //! result.
 
 pub mod api;
@@ -10,6 +11,7 @@ pub mod events;
 pub mod health;
 pub mod import;
 pub mod metrics;
+pub mod pages;
 pub mod request_id;
 pub mod router;
 pub mod segment;

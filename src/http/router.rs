@@ -1,5 +1,6 @@
 //! Routes and shared state. Every error, including unknown paths and wrong methods, is the JSON
-//! error body, and every response has an `X-Request-Id`.
+//! error body — except on the HTML pages ([`pages`]), which answer people in HTML — and every
+//! response has an `X-Request-Id`.
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use axum::Router;
 use axum::routing::{get, post};
 use object_store::ObjectStore;
 
-use super::{api, events, health, import, metrics, request_id, segment, tables};
+use super::{api, events, health, import, metrics, pages, request_id, segment, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -26,6 +27,8 @@ pub struct AppState {
     pub store: Arc<dyn ObjectStore>,
     /// Sign-in, sessions and team management.
     pub accounts: Arc<crate::accounts::Accounts>,
+    /// Secrets and notices the settings page shows once, after a form's redirect.
+    pub flash: Arc<pages::Flash>,
 }
 
 /// The service's routes.
@@ -57,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics::render))
         .merge(api::routes())
+        .merge(pages::routes())
         .fallback(|| async {
             ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,

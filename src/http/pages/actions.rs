@@ -1,0 +1,301 @@
+//! The settings page's forms (`POST /settings/…`). Each one: the signed-in caller, the form's
+//! `csrf` field, one [`crate::accounts`] call, then Post/Redirect/Get — the outcome (a notice,
+//! or a secret to show once) goes into the session's [`super::Flash`] and the browser is sent
+//! to its section of `/settings`. A refused action shows the page again with the reason and its
+//! status (400/403/404/409); a missing or wrong CSRF token is the 403 "form expired" page.
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use super::super::AppState;
+use super::super::api::auth::Signed;
+use super::flash::{Message, Secret, SecretKind as Shown};
+use super::settings::{render, session_id};
+use super::{form_expired, read_form, see_other};
+use crate::accounts::workspace::NewTableElement;
+use crate::accounts::{AccountError, Accounts, Caller, Result};
+use crate::catalog::{Role, SecretKind};
+
+/// A form with the session's CSRF token.
+#[derive(Deserialize)]
+struct Protected<T> {
+    #[serde(default)]
+    csrf: String,
+    #[serde(flatten)]
+    inner: T,
+}
+
+/// A form with nothing but the token.
+#[derive(Deserialize)]
+pub struct Empty {}
+
+/// An optional label.
+#[derive(Deserialize)]
+pub struct Named {
+    #[serde(default)]
+    name: String,
+}
+
+/// `POST /settings/members/invite`.
+#[derive(Deserialize)]
+pub struct InviteForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    role: String,
+}
+
+/// `POST /settings/members/{id}/role`.
+#[derive(Deserialize)]
+pub struct RoleForm {
+    #[serde(default)]
+    role: String,
+}
+
+/// `POST /settings/elements`.
+#[derive(Deserialize)]
+pub struct ElementForm {
+    #[serde(default)]
+    canvas: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    name: String,
+}
+
+fn notice(text: impl Into<String>) -> Message {
+    Message {
+        notice: Some(text.into()),
+        secret: None,
+    }
+}
+
+fn secret(kind: Shown, value: String, label: Option<String>) -> Message {
+    Message {
+        notice: None,
+        secret: Some(Secret { kind, value, label }),
+    }
+}
+
+fn optional(s: &str) -> Option<&str> {
+    Some(s.trim()).filter(|s| !s.is_empty())
+}
+
+fn role(s: &str) -> Result<Role> {
+    match s {
+        "owner" => Ok(Role::Owner),
+        "member" => Ok(Role::Member),
+        _ => Err(AccountError::Invalid {
+            field: "role",
+            message: "choose owner or member".into(),
+        }),
+    }
+}
+
+/// A settings form, ready to run: the caller (signed in, with the form's CSRF token checked)
+/// and the parsed form. Extracting it answers, instead, 303 to `/login` when signed out and
+/// the 403 "form expired" page for a missing or wrong token.
+pub struct Action<F> {
+    state: AppState,
+    caller: Caller,
+    form: F,
+}
+
+impl<F: DeserializeOwned> FromRequest<AppState> for Action<F> {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> std::result::Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let Ok(Signed(caller)) = Signed::from_request_parts(&mut parts, state).await;
+        let caller = match caller {
+            Ok(c) => c,
+            Err(AccountError::NotSignedIn) => return Err(see_other("/login")),
+            Err(AccountError::Csrf) => return Err(form_expired()),
+            Err(e) => return Err(super::error_page(&e)),
+        };
+        let form: Protected<F> = read_form(&parts.headers, body).await?;
+        if caller.check_csrf(Some(&form.csrf)).is_err() {
+            return Err(form_expired());
+        }
+        Ok(Action {
+            state: state.clone(),
+            caller,
+            form: form.inner,
+        })
+    }
+}
+
+impl<F> Action<F> {
+    /// Runs `act` with the accounts, the caller and the form. Its message goes to the
+    /// session's flash and the browser to `/settings#{section}`; a refusal shows the page again
+    /// with the reason and its status.
+    fn run(
+        self,
+        section: &str,
+        act: impl FnOnce(&Accounts, &Caller, F) -> Result<Message>,
+    ) -> Response {
+        let Action {
+            state,
+            caller,
+            form,
+        } = self;
+        match act(&state.accounts, &caller, form) {
+            Ok(message) => match session_id(&caller) {
+                Some(id) => {
+                    state.flash.put(id, message);
+                    see_other(&format!("/settings#{section}"))
+                }
+                // A token caller has no session to keep the message for: show it now.
+                None => render(&state, &caller, StatusCode::OK, None, Some(message)),
+            },
+            Err(AccountError::NotSignedIn) => see_other("/login"),
+            Err(e) => render(
+                &state,
+                &caller,
+                super::status_of(&e),
+                Some(super::describe(&e)),
+                None,
+            ),
+        }
+    }
+}
+
+/// Invites someone; the link is shown once.
+pub async fn invite(action: Action<InviteForm>) -> Response {
+    action.run("members", |a, c, f| {
+        let url = a.invite(c, &f.email, role(&f.role)?)?;
+        Ok(secret(
+            Shown::Invite,
+            url,
+            Some(f.email.trim().to_lowercase()),
+        ))
+    })
+}
+
+/// Changes a member's role.
+pub async fn set_role(Path(id): Path<String>, action: Action<RoleForm>) -> Response {
+    action.run("members", |a, c, f| {
+        let u = a.set_role(c, &id, role(&f.role)?)?;
+        let role = match u.role {
+            Role::Owner => "an owner",
+            Role::Member => "a member",
+        };
+        Ok(notice(format!("{} is now {role}.", u.name)))
+    })
+}
+
+/// Removes a member.
+pub async fn remove_member(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("members", |a, c, _| {
+        let u = a.remove_member(c, &id)?;
+        Ok(notice(format!(
+            "{} was removed; their sessions and tokens stopped working.",
+            u.name
+        )))
+    })
+}
+
+/// Creates a data key; shown once.
+pub async fn create_key(action: Action<Named>) -> Response {
+    action.run("keys", |a, c, f| {
+        let (info, key) = a.create_secret(c, SecretKind::DataKey, optional(&f.name))?;
+        Ok(secret(Shown::DataKey, key, info.name))
+    })
+}
+
+/// Revokes a data key.
+pub async fn revoke_key(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("keys", |a, c, _| {
+        a.revoke_secret(c, SecretKind::DataKey, &id)?;
+        Ok(notice("Key revoked; it no longer works."))
+    })
+}
+
+/// Asks the operator to enable events.
+pub async fn request_events(action: Action<Empty>) -> Response {
+    action.run("events", |a, c, _| {
+        let (_, new) = a.request_events(c)?;
+        Ok(notice(if new {
+            "Access requested. Once the operator enables events, create an events token here."
+        } else {
+            "Access was already requested; the operator has not enabled events yet."
+        }))
+    })
+}
+
+/// Creates an events token; shown once.
+pub async fn create_token(action: Action<Named>) -> Response {
+    action.run("events", |a, c, f| {
+        let (info, token) = a.create_secret(c, SecretKind::EventsToken, optional(&f.name))?;
+        Ok(secret(Shown::EventsToken, token, info.name))
+    })
+}
+
+/// Revokes an events token.
+pub async fn revoke_token(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("events", |a, c, _| {
+        a.revoke_secret(c, SecretKind::EventsToken, &id)?;
+        Ok(notice("Events token revoked; it no longer works."))
+    })
+}
+
+/// Creates a canvas.
+pub async fn create_canvas(action: Action<Named>) -> Response {
+    action.run("canvases", |a, c, f| {
+        let canvas = a.create_canvas(c, &f.name)?;
+        Ok(notice(format!("Canvas “{}” created.", canvas.name)))
+    })
+}
+
+/// Deletes a canvas and its elements.
+pub async fn delete_canvas(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("canvases", |a, c, _| {
+        a.delete_canvas(c, &id)?;
+        Ok(notice("Canvas deleted; its share URLs no longer work."))
+    })
+}
+
+/// Creates a table element on a canvas.
+pub async fn create_element(action: Action<ElementForm>) -> Response {
+    action.run("canvases", |a, c, f| {
+        let new = NewTableElement {
+            source: f.source,
+            name: optional(&f.name).map(str::to_string),
+            ..Default::default()
+        };
+        let e = a.create_element(c, &f.canvas, &new)?;
+        Ok(notice(format!(
+            "Table element on {} created.",
+            e.element.source
+        )))
+    })
+}
+
+/// Deletes a table element.
+pub async fn delete_element(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("canvases", |a, c, _| {
+        a.delete_element(c, &id)?;
+        Ok(notice(
+            "Table element deleted; its share URL no longer works.",
+        ))
+    })
+}
+
+/// Creates a personal access token; shown once.
+pub async fn create_pat(action: Action<Named>) -> Response {
+    action.run("pats", |a, c, f| {
+        let (info, token) = a.create_pat(c, optional(&f.name))?;
+        Ok(secret(Shown::Pat, token, info.name))
+    })
+}
+
+/// Revokes one of the caller's personal access tokens.
+pub async fn revoke_pat(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("pats", |a, c, _| {
+        a.revoke_pat(c, &id)?;
+        Ok(notice("Personal access token revoked; it no longer works."))
+    })
+}

@@ -1,0 +1,144 @@
+//! `GET /settings`: the team's page. Every section is filled from one [`crate::accounts`] call
+//! with the caller; a section whose call answers "forbidden" is left out (data keys, events
+//! tokens and the audit log for members), so what a member sees follows the accounts' rules.
+//! The page also shows, once, a secret or notice left by the form that redirected here.
+
+use askama::Template;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::super::AppState;
+use super::super::api::auth::Signed;
+use super::flash::{Message, SecretKind as Shown};
+use super::rows::{
+    AuditView, CanvasView, MemberView, SecretView, ShownView, TableView, events_curl,
+};
+use super::view::{self, Chrome};
+use super::{page, see_other};
+use crate::accounts::{AccountError, Caller, Result};
+use crate::catalog::SecretKind;
+
+#[derive(Template)]
+#[template(path = "settings.html")]
+struct SettingsPage {
+    chrome: Option<Chrome>,
+    title: String,
+    csrf: String,
+    error: Option<String>,
+    notice: Option<String>,
+    shown: Option<ShownView>,
+    /// May use the owner-only actions ([`Caller::require_owner`]).
+    owner: bool,
+    link_ttl: String,
+    members: Vec<MemberView>,
+    keys: Option<Vec<SecretView>>,
+    events_enabled: bool,
+    events_requested: bool,
+    tokens: Option<Vec<SecretView>>,
+    events_curl: String,
+    canvases: Vec<CanvasView>,
+    tables: Vec<TableView>,
+    pats: Vec<SecretView>,
+    audit: Option<Vec<AuditView>>,
+}
+
+impl SettingsPage {
+    /// The shown-once secret if it belongs in `section`.
+    fn shown_in(&self, section: &str) -> Option<&ShownView> {
+        self.shown.as_ref().filter(|s| s.section == section)
+    }
+}
+
+/// The page, or 303 to `/login` when not signed in.
+pub async fn show(State(state): State<AppState>, Signed(caller): Signed) -> Response {
+    let caller = match caller {
+        Ok(c) => c,
+        Err(AccountError::NotSignedIn) => return see_other("/login"),
+        Err(e) => return super::error_page(&e),
+    };
+    let message = session_id(&caller).and_then(|id| state.flash.take(id));
+    render(&state, &caller, StatusCode::OK, None, message)
+}
+
+/// The session id a flash message is kept under.
+pub(super) fn session_id(caller: &Caller) -> Option<&str> {
+    match &caller.via {
+        crate::accounts::Via::Session { id, .. } => Some(id),
+        crate::accounts::Via::Pat { .. } => None,
+    }
+}
+
+/// The page with `status`, an error message near the top and a one-time message.
+pub(super) fn render(
+    state: &AppState,
+    caller: &Caller,
+    status: StatusCode,
+    error: Option<String>,
+    message: Option<Message>,
+) -> Response {
+    let message = message.unwrap_or_default();
+    match build(state, caller, error, message) {
+        Ok(p) => page(status, &p),
+        Err(AccountError::NotSignedIn) => see_other("/login"),
+        Err(e) => super::error_page(&e),
+    }
+}
+
+/// `Ok(None)` when the accounts refuse the caller this section.
+fn allowed<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(AccountError::Forbidden(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn build(
+    state: &AppState,
+    caller: &Caller,
+    error: Option<String>,
+    message: Message,
+) -> Result<SettingsPage> {
+    let a = &state.accounts;
+    let base = a.public_url();
+    let shown = message.secret.map(ShownView::of);
+    // A key or token just created goes into the commands that use it.
+    let fresh = |kind, placeholder: &str| {
+        shown
+            .as_ref()
+            .filter(|s| s.kind == kind)
+            .map_or_else(|| placeholder.to_string(), |s| s.value.clone())
+    };
+    let key = fresh(Shown::DataKey, "<your data key>");
+    let token = fresh(Shown::EventsToken, "<your events token>");
+    let secrets = |kind| -> Result<Option<Vec<SecretView>>> {
+        Ok(allowed(a.secrets(caller, kind))?
+            .map(|list| list.into_iter().map(SecretView::of).collect()))
+    };
+    let events_enabled = caller.team.events_enabled;
+    Ok(SettingsPage {
+        chrome: Some(Chrome::of(caller)),
+        title: format!("{} settings", caller.team.name),
+        csrf: caller.csrf().unwrap_or_default().to_string(),
+        error,
+        notice: message.notice,
+        owner: caller.require_owner().is_ok(),
+        link_ttl: view::duration(state.config.accounts.link_ttl.0),
+        members: map(a.members(caller)?, |u| MemberView::of(u, &caller.user.id)),
+        keys: secrets(SecretKind::DataKey)?,
+        events_enabled,
+        events_requested: !events_enabled && a.events_requested(caller)?,
+        tokens: secrets(SecretKind::EventsToken)?,
+        events_curl: events_curl(base, &token),
+        canvases: map(a.canvases(caller)?, |c| CanvasView::of(c, base, &key)),
+        tables: map(a.tables(caller)?, TableView::of),
+        pats: map(a.pats(caller)?, SecretView::of_pat),
+        audit: allowed(a.audit_log(caller, 50, None))?.map(|log| map(log, AuditView::of)),
+        shown,
+    })
+}
+
+fn map<T, U>(list: Vec<T>, f: impl FnMut(T) -> U) -> Vec<U> {
+    list.into_iter().map(f).collect()
+}
