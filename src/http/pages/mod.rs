@@ -181,7 +181,9 @@ pub(crate) fn status_of(e: &AccountError) -> StatusCode {
             StatusCode::FORBIDDEN
         }
         AccountError::NotFound(_) => StatusCode::NOT_FOUND,
-        AccountError::LastOwner | AccountError::Taken(_) => StatusCode::CONFLICT,
+        AccountError::LastOwner | AccountError::Taken(_) | AccountError::EventsEnabled => {
+            StatusCode::CONFLICT
+        }
         AccountError::Gone(_) => StatusCode::GONE,
         AccountError::Invalid { .. } => StatusCode::BAD_REQUEST,
         AccountError::Catalog(_) => StatusCode::SERVICE_UNAVAILABLE,
