@@ -217,17 +217,7 @@ impl Accounts {
             address,
             detail: Some(user.role.as_str()),
         })?;
-        let (session, cookie) = self.catalog.create_session(&user.id, address)?;
-        self.catalog.audit(&AuditEvent {
-            team_id: Some(&user.team_id),
-            actor_id: Some(&user.id),
-            actor_email: user.email.as_deref(),
-            action: "session.sign_in",
-            target: Some(&session.id),
-            address,
-            detail: None,
-        })?;
-        Ok((session, cookie))
+        self.start_session(&user, address)
     }
 }
 

@@ -283,6 +283,11 @@ impl Accounts {
             }
         };
         self.throttle.succeed(&email_key);
+        self.start_session(&user, address)
+    }
+
+    /// Starts a session for `user` and audits the sign-in; returns it and its cookie value.
+    fn start_session(&self, user: &User, address: Option<&str>) -> Result<(Session, String)> {
         let (session, secret) = self.catalog.create_session(&user.id, address)?;
         self.catalog.audit(&AuditEvent {
             team_id: Some(&user.team_id),

@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use super::admin::{AdminError, Output};
-use crate::catalog::{AuditEvent, Catalog, LinkKind, Role};
+use crate::catalog::{AuditEvent, Catalog, LinkKind, Role, User};
 use crate::config::Config;
 
 /// `user …`
@@ -50,8 +50,31 @@ fn link_url(config: &Config, secret: &str) -> String {
     format!("{base}/invite/{secret}")
 }
 
-fn link_ttl_ms(config: &Config) -> i64 {
-    config.accounts.link_ttl.0.as_millis() as i64
+/// A new set-password link for `user`, audited as the operator's `action`; returns (link id, URL).
+fn password_link(
+    config: &Config,
+    catalog: &Catalog,
+    user: &User,
+    action: &str,
+    detail: Option<&str>,
+) -> Result<(String, String), AdminError> {
+    let (link_id, secret) = catalog.create_link(
+        &user.team_id,
+        &LinkKind::Password {
+            user_id: user.id.clone(),
+        },
+        None,
+        config.accounts.link_ttl.0.as_millis() as i64,
+    )?;
+    catalog.audit(&AuditEvent {
+        team_id: Some(&user.team_id),
+        action,
+        target: Some(&user.id),
+        detail,
+        address: Some("operator"),
+        ..Default::default()
+    })?;
+    Ok((link_id, link_url(config, &secret)))
 }
 
 /// Runs a `user` command.
@@ -64,23 +87,8 @@ pub fn run(config: &Config, catalog: &Catalog, command: UserCommand) -> Result<O
             role,
         } => {
             let user = catalog.create_user(&team, Some(&email), &name, role)?;
-            let (link_id, secret) = catalog.create_link(
-                &user.team_id,
-                &LinkKind::Password {
-                    user_id: user.id.clone(),
-                },
-                None,
-                link_ttl_ms(config),
-            )?;
-            catalog.audit(&AuditEvent {
-                team_id: Some(&user.team_id),
-                action: "member.create",
-                target: Some(&user.id),
-                detail: Some(role.as_str()),
-                address: Some("operator"),
-                ..Default::default()
-            })?;
-            let url = link_url(config, &secret);
+            let (link_id, url) =
+                password_link(config, catalog, &user, "member.create", Some(role.as_str()))?;
             let human = format!(
                 "created user {} <{}> ({}) as {}\nset-password link (valid {}, shown once):\n  {url}",
                 user.name,
@@ -98,22 +106,7 @@ pub fn run(config: &Config, catalog: &Catalog, command: UserCommand) -> Result<O
             let (user, _) = catalog.user_for_sign_in(&email)?.ok_or_else(|| {
                 crate::catalog::CatalogError::NotFound(format!("no user with email {email:?}"))
             })?;
-            let (link_id, secret) = catalog.create_link(
-                &user.team_id,
-                &LinkKind::Password {
-                    user_id: user.id.clone(),
-                },
-                None,
-                link_ttl_ms(config),
-            )?;
-            catalog.audit(&AuditEvent {
-                team_id: Some(&user.team_id),
-                action: "user.reset_link",
-                target: Some(&user.id),
-                address: Some("operator"),
-                ..Default::default()
-            })?;
-            let url = link_url(config, &secret);
+            let (link_id, url) = password_link(config, catalog, &user, "user.reset_link", None)?;
             Ok(Output {
                 json: json!({"id": user.id, "link_id": link_id, "set_password_url": url}),
                 human: format!("set-password link for {email} (shown once):\n  {url}"),
