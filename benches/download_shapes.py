@@ -638,6 +638,11 @@ def run_size(args, n, tmp, results):
                     entry["import"]["warning"] = f"imported {imp.get('rows')} rows, expected {n}"
                 entry["element"] = st.element(imp.get("table", name))
             results["tables"].append(entry)
+            if args.keep:  # what a hand-run download (perf, curl) of the kept tables needs
+                (sdir / "tables.json").write_text(json.dumps(
+                    {"data": st.data, "key": st.key, "canvas": st.canvas,
+                     "elements": {t["table"]: t.get("element") for t in results["tables"] if t.get("rows") == n}},
+                    indent=1))
             tables.append((entry, path))
 
     for entry, path in tables:

@@ -1,7 +1,10 @@
 //! Streams a planned download as the response body: a producer task reads batches, encodes and
 //! compresses them into a bounded channel, so a slow client slows the reader instead of growing
-//! memory. A failure after the first byte aborts the body, so the client sees a broken transfer
-//! rather than a short table that looks complete.
+//! memory. Formats whose batches encode independently (JSON, NDJSON, CSV) are a pipeline: while
+//! the producer decodes the next batches, up to [`encode_depth`] earlier ones are encoded on
+//! blocking threads at once, and their outputs are sent in order. A failure after the first byte
+//! aborts the body, so the client sees a broken transfer rather than a short table that looks
+//! complete.
 
 use std::sync::Arc;
 
@@ -13,9 +16,9 @@ use tracing::{Instrument, error, info};
 
 use super::compress::Compressor;
 use super::cursor::{self, Cursor};
-use super::encode::Encoder;
+use super::encode::{BatchEncoder, Encoder};
 use super::plan::Plan;
-use crate::warehouse::reader::{ReadSpec, TableReader};
+use crate::warehouse::reader::{Position, ReadSpec, TableReader};
 
 /// Chunks in flight between the reader and the socket.
 const CHANNEL_DEPTH: usize = 4;
@@ -104,7 +107,6 @@ async fn produce(
 ) -> Result<Option<u64>, String> {
     let mut buf = Vec::new();
     encoder.header(&mut buf).map_err(|e| e.to_string())?;
-    let mut rows = 0u64;
     let spec = ReadSpec {
         output: plan.columns.to_arrow(),
         read: plan.read.to_arrow(),
@@ -113,22 +115,17 @@ async fn produce(
         batch_rows,
         start: plan.start,
     };
-    let mut reader = TableReader::new(store, plan.files, spec);
-    loop {
-        if !out.send(std::mem::take(&mut buf)).await? {
-            return Ok(None);
-        }
-        match reader.next_batch().await.map_err(|e| e.to_string())? {
-            Some(batch) => {
-                rows += batch.num_rows() as u64;
-                buf.reserve(batch.num_rows() * 128);
-                encoder.batch(&batch, &mut buf).map_err(|e| e.to_string())?;
-            }
-            None => break,
-        }
-    }
+    let reader = TableReader::new(store, plan.files, spec);
+    let sent = match encoder.parallel() {
+        Some(rows_of) => pipelined(reader, rows_of, &mut *encoder, &mut out, buf).await?,
+        None => in_turn(reader, &mut *encoder, &mut out, buf).await?,
+    };
+    let Some((rows, end)) = sent else {
+        return Ok(None);
+    };
+    let mut buf = Vec::new();
     // A full page may have more after it: hand out a cursor (the next page may be empty).
-    if let (Some(limit), Some(snap), Some(pos)) = (plan.limit, plan.snapshot, reader.position())
+    if let (Some(limit), Some(snap), Some(pos)) = (plan.limit, plan.snapshot, end)
         && rows == limit as u64
     {
         encoder.set_next_cursor(Some(cursor::encode(&Cursor {
@@ -140,4 +137,103 @@ async fn produce(
     }
     encoder.footer(&mut buf).map_err(|e| e.to_string())?;
     Ok(out.finish(buf).await?.then_some(rows))
+}
+
+/// Rows sent and the reader's position after the last one; `None` if the client went away.
+type Sent = Option<(u64, Option<Position>)>;
+
+/// Batches encoded one after the other on the producer task.
+async fn in_turn(
+    mut reader: TableReader,
+    encoder: &mut dyn Encoder,
+    out: &mut Output,
+    mut buf: Vec<u8>,
+) -> Result<Sent, String> {
+    let mut rows = 0u64;
+    loop {
+        if !out.send(std::mem::take(&mut buf)).await? {
+            return Ok(None);
+        }
+        match reader.next_batch().await.map_err(|e| e.to_string())? {
+            Some(batch) => {
+                rows += batch.num_rows() as u64;
+                buf.reserve(batch.num_rows() * 128);
+                encoder.batch(&batch, &mut buf).map_err(|e| e.to_string())?;
+            }
+            None => return Ok(Some((rows, reader.position()))),
+        }
+    }
+}
+
+/// How many batches are in flight (decoded and being encoded, or encoded and waiting their
+/// turn): two per core. The producer decodes the next batch only while a slot is free, so with
+/// one slot per core it would sit idle whenever every core was encoding; with two it keeps
+/// decoding ahead. Env `STOWAGE_ENCODE_DEPTH` overrides (for measuring).
+fn encode_depth() -> usize {
+    static DEPTH: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEPTH.get_or_init(|| {
+        std::env::var("STOWAGE_ENCODE_DEPTH")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&d| d > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| 2 * n.get()))
+    })
+}
+
+/// Batches decoded here and encoded on blocking threads, [`encode_depth`] at a time, sent in
+/// order.
+async fn pipelined(
+    reader: TableReader,
+    rows_of: Arc<dyn BatchEncoder>,
+    encoder: &mut dyn Encoder,
+    out: &mut Output,
+    header: Vec<u8>,
+) -> Result<Sent, String> {
+    use futures::StreamExt;
+    if !out.send(header).await? {
+        return Ok(None);
+    }
+    // The reader's position at the end travels as the last item (the stream owns the reader).
+    let batches = futures::stream::unfold(Some(reader), |reader| async move {
+        let mut reader = reader?;
+        match reader.next_batch().await {
+            Ok(Some(batch)) => Some((Ok(Ok(batch)), Some(reader))),
+            Ok(None) => Some((Ok(Err(reader.position())), None)),
+            Err(e) => Some((Err(e.to_string()), None)),
+        }
+    });
+    let encoded = batches
+        .map(|batch| {
+            let rows_of = rows_of.clone();
+            async move {
+                let batch = match batch? {
+                    Ok(batch) => batch,
+                    Err(end) => return Ok(Err(end)),
+                };
+                tokio::task::spawn_blocking(move || {
+                    let mut buf = Vec::new();
+                    rows_of
+                        .encode(&batch, &mut buf)
+                        .map_err(|e| e.to_string())?;
+                    Ok::<_, String>(Ok((batch.num_rows(), buf)))
+                })
+                .await
+                .map_err(|e| format!("encoding task failed: {e}"))?
+            }
+        })
+        .buffered(encode_depth());
+    futures::pin_mut!(encoded);
+    let mut rows = 0u64;
+    while let Some(next) = encoded.next().await {
+        let (n, mut buf) = match next? {
+            Ok(encoded) => encoded,
+            Err(end) => return Ok(Some((rows, end))),
+        };
+        encoder.accept(n, &mut buf);
+        rows += n as u64;
+        if !out.send(buf).await? {
+            return Ok(None);
+        }
+    }
+    Err("the table reader stopped without an end".into())
 }

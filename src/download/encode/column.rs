@@ -23,12 +23,32 @@ pub enum Column<'a> {
     Ts(&'a TimestampMicrosecondArray),
 }
 
+/// A text value inside its array's value buffer (so short values can be copied as a fixed
+/// block that runs past their end: see [`super::append::push_window`]).
+#[derive(Clone, Copy)]
+pub struct Text<'a> {
+    /// The whole value buffer.
+    pub data: &'a [u8],
+    /// Where the value starts.
+    pub start: usize,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl<'a> Text<'a> {
+    /// The value's bytes (UTF-8).
+    #[inline]
+    pub fn bytes(&self) -> &'a [u8] {
+        &self.data[self.start..self.start + self.len]
+    }
+}
+
 /// One cell's value.
 pub enum Cell<'a> {
     /// Null.
     Null,
     /// Text.
-    Str(&'a str),
+    Str(Text<'a>),
     /// int64.
     Int(i64),
     /// float64 (possibly NaN or infinite).
@@ -67,7 +87,15 @@ impl<'a> Column<'a> {
     #[inline]
     pub fn cell(&self, row: usize) -> Cell<'a> {
         match self {
-            Column::Str(a) if a.is_valid(row) => Cell::Str(a.value(row)),
+            Column::Str(a) if a.is_valid(row) => {
+                let offsets = a.value_offsets();
+                let (start, end) = (offsets[row] as usize, offsets[row + 1] as usize);
+                Cell::Str(Text {
+                    data: a.value_data(),
+                    start,
+                    len: end - start,
+                })
+            }
             Column::Int(a) if a.is_valid(row) => Cell::Int(a.value(row)),
             Column::Float(a) if a.is_valid(row) => Cell::Float(a.value(row)),
             Column::Bool(a) if a.is_valid(row) => Cell::Bool(a.value(row)),

@@ -2,15 +2,21 @@
 //! quote or line break are quoted (quotes doubled); nulls, NaN and infinities are empty fields;
 //! timestamps are RFC 3339 UTC.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use arrow::record_batch::RecordBatch;
 
+use super::append::{needs_csv_quote, push_i64, push_window};
 use super::column::{Cell, Column};
-use super::{EncodeError, Encoder, write_rfc3339};
+use super::{BatchEncoder, EncodeError, Encoder, write_rfc3339};
 use crate::warehouse::schema::TableSchema;
 
 /// CSV encoder.
 pub struct CsvEncoder {
     names: Vec<String>,
+    /// Writes the rows (shared with the threads that encode batches in parallel).
+    rows: Arc<CsvRows>,
 }
 
 impl CsvEncoder {
@@ -18,23 +24,30 @@ impl CsvEncoder {
     pub fn new(schema: &TableSchema) -> Self {
         Self {
             names: schema.columns.iter().map(|c| c.name.clone()).collect(),
+            rows: Arc::new(CsvRows {
+                bytes_per_row: AtomicUsize::new(32),
+            }),
         }
     }
 }
 
-fn field(s: &str, out: &mut Vec<u8>) {
-    if s.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')) {
-        out.push(b'"');
-        for b in s.bytes() {
-            if b == b'"' {
-                out.push(b'"');
-            }
-            out.push(b);
-        }
-        out.push(b'"');
+fn field(s: &[u8], out: &mut Vec<u8>) {
+    if needs_csv_quote(s) {
+        quoted(s, out);
     } else {
-        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(s);
     }
+}
+
+fn quoted(s: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &b in s {
+        if b == b'"' {
+            out.push(b'"');
+        }
+        out.push(b);
+    }
+    out.push(b'"');
 }
 
 impl Encoder for CsvEncoder {
@@ -43,14 +56,37 @@ impl Encoder for CsvEncoder {
             if i > 0 {
                 out.push(b',');
             }
-            field(n, out);
+            field(n.as_bytes(), out);
         }
         out.extend_from_slice(b"\r\n");
         Ok(())
     }
 
     fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.rows.encode(batch, out)
+    }
+
+    fn footer(&mut self, _out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        Ok(())
+    }
+
+    fn parallel(&self) -> Option<Arc<dyn BatchEncoder>> {
+        Some(self.rows.clone())
+    }
+}
+
+/// CSV rows of a batch: every line is the same wherever it appears.
+struct CsvRows {
+    /// The largest row size seen, to size each batch's buffer once.
+    bytes_per_row: AtomicUsize,
+}
+
+impl BatchEncoder for CsvRows {
+    fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let cols = Column::all(batch)?;
+        let per_row = self.bytes_per_row.load(Ordering::Relaxed);
+        out.reserve(batch.num_rows() * per_row + per_row / 2);
+        let start = out.len();
         for row in 0..batch.num_rows() {
             for (i, col) in cols.iter().enumerate() {
                 if i > 0 {
@@ -58,8 +94,9 @@ impl Encoder for CsvEncoder {
                 }
                 match col.cell(row) {
                     Cell::Null => {}
-                    Cell::Str(s) => field(s, out),
-                    Cell::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes()),
+                    Cell::Str(t) if needs_csv_quote(t.bytes()) => quoted(t.bytes(), out),
+                    Cell::Str(t) => push_window(out, t.data, t.start, t.len),
+                    Cell::Int(v) => push_i64(out, v),
                     Cell::Float(v) if v.is_finite() => {
                         out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
                     }
@@ -70,10 +107,10 @@ impl Encoder for CsvEncoder {
             }
             out.extend_from_slice(b"\r\n");
         }
-        Ok(())
-    }
-
-    fn footer(&mut self, _out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        if batch.num_rows() > 0 {
+            let seen = (out.len() - start).div_ceil(batch.num_rows());
+            self.bytes_per_row.fetch_max(seen, Ordering::Relaxed);
+        }
         Ok(())
     }
 }

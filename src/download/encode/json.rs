@@ -3,21 +3,22 @@
 //! `Z` (as many fraction digits as the value needs: 0, 3 or 6), NaN and infinities are null,
 //! nulls are explicit, and `int64_as_string` writes int64 values as JSON strings.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use arrow::record_batch::RecordBatch;
 
-use super::column::{Cell, Column};
+use super::BatchEncoder;
+use super::append::{WINDOW, needs_json_escape, push_i64, push_window};
+use super::column::{Cell, Column, Text};
 
 use crate::warehouse::schema::TableSchema;
 
 /// Encodes one JSON (or NDJSON) response.
 pub struct JsonEncoder {
-    /// `"name":` for each column, escaped once.
-    keys: Vec<Vec<u8>>,
+    /// How rows are written (shared with the threads that encode batches in parallel).
+    rows_of: Arc<JsonRows>,
     rows: u64,
-    /// Document (`false`) or one object per line (`true`).
-    ndjson: bool,
-    /// Write int64 values as strings.
-    int64_as_string: bool,
     /// The header, kept until the first write.
     schema: TableSchema,
     /// `next_cursor` of the footer.
@@ -27,35 +28,42 @@ pub struct JsonEncoder {
 impl JsonEncoder {
     /// An NDJSON encoder.
     pub fn ndjson(schema: &TableSchema, int64_as_string: bool) -> Self {
-        let mut e = Self::new(schema);
-        e.ndjson = true;
-        e.int64_as_string = int64_as_string;
-        e
+        Self::with(schema, true, int64_as_string)
     }
 
     /// A JSON document encoder.
     pub fn json(schema: &TableSchema, int64_as_string: bool) -> Self {
-        let mut e = Self::new(schema);
-        e.int64_as_string = int64_as_string;
-        e
+        Self::with(schema, false, int64_as_string)
     }
 
-    /// An encoder for `schema`'s columns.
+    /// A JSON document encoder for `schema`'s columns.
     pub fn new(schema: &TableSchema) -> Self {
-        let keys = schema
-            .columns
-            .iter()
-            .map(|c| {
-                let mut k = serde_json::to_vec(&c.name).expect("strings serialise");
-                k.push(b':');
-                k
-            })
-            .collect();
+        Self::with(schema, false, false)
+    }
+
+    fn with(schema: &TableSchema, ndjson: bool, int64_as_string: bool) -> Self {
+        let row_open: &[u8] = if ndjson { b"{" } else { b",\n{" };
+        let mut prefixes = Vec::new();
+        let mut spans = Vec::with_capacity(schema.columns.len());
+        for (i, c) in schema.columns.iter().enumerate() {
+            let start = prefixes.len();
+            prefixes.extend_from_slice(if i == 0 { row_open } else { b"," });
+            serde_json::to_writer(&mut prefixes, &c.name).expect("strings serialise");
+            prefixes.push(b':');
+            spans.push((start, prefixes.len() - start));
+        }
+        // Room for the last prefix to be copied as a whole window.
+        prefixes.resize(prefixes.len() + WINDOW, 0);
         Self {
-            keys,
+            rows_of: Arc::new(JsonRows {
+                prefixes,
+                spans,
+                row_open,
+                ndjson,
+                int64_as_string,
+                bytes_per_row: AtomicUsize::new(64),
+            }),
             rows: 0,
-            ndjson: false,
-            int64_as_string: false,
             schema: schema.clone(),
             next_cursor: None,
         }
@@ -76,24 +84,19 @@ impl JsonEncoder {
 
     /// Appends the batch's rows to `out`.
     pub fn batch(&mut self, batch: &RecordBatch, out: &mut Vec<u8>) {
-        // Each column's encoder is chosen once per batch, not per cell.
-        let cols = Column::all(batch).expect("the reader only yields warehouse types");
-        for row in 0..batch.num_rows() {
-            out.extend_from_slice(match (self.ndjson, self.rows) {
-                (true, _) => b"{",
-                (false, 0) => b"\n{",
-                (false, _) => b",\n{",
-            });
-            for (i, col) in cols.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                out.extend_from_slice(&self.keys[i]);
-                write_cell(col.cell(row), self.int64_as_string, out);
-            }
-            out.extend_from_slice(if self.ndjson { b"}\n" } else { b"}" });
-            self.rows += 1;
+        let start = out.len();
+        self.rows_of.rows(batch, out);
+        self.accept_at(batch.num_rows(), out, start);
+    }
+
+    /// Takes rows written by [`JsonRows`] at `out[start..]`: the document's first row has no
+    /// comma before it.
+    fn accept_at(&mut self, rows: usize, out: &mut Vec<u8>, start: usize) {
+        if self.rows == 0 && rows > 0 && !self.rows_of.ndjson {
+            debug_assert_eq!(out[start], b',');
+            out.remove(start);
         }
+        self.rows += rows as u64;
     }
 
     /// `],"rows":N,"next_cursor":null}`
@@ -121,7 +124,7 @@ impl JsonEncoder {
 
 impl super::Encoder for JsonEncoder {
     fn header(&mut self, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
-        if !self.ndjson {
+        if !self.rows_of.ndjson {
             out.extend_from_slice(&JsonEncoder::header(&self.schema));
         }
         Ok(())
@@ -136,10 +139,68 @@ impl super::Encoder for JsonEncoder {
         self.next_cursor = cursor;
     }
 
+    fn parallel(&self) -> Option<Arc<dyn BatchEncoder>> {
+        Some(self.rows_of.clone())
+    }
+
+    fn accept(&mut self, rows: usize, out: &mut Vec<u8>) {
+        self.accept_at(rows, out, 0);
+    }
+
     fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
-        if !self.ndjson {
+        if !self.rows_of.ndjson {
             out.extend_from_slice(&JsonEncoder::footer(self));
         }
+        Ok(())
+    }
+}
+
+/// The rows of a batch as JSON objects, each as it appears after another row: `,\n{…}` in a
+/// document, `{…}\n` in NDJSON.
+pub struct JsonRows {
+    /// What goes before each column's value, back to back (`,\n{"a":`, `,"b":`, …), then
+    /// [`WINDOW`] bytes of padding.
+    prefixes: Vec<u8>,
+    /// (start, length) of each column's prefix in `prefixes`.
+    spans: Vec<(usize, usize)>,
+    /// What opens a row (only written alone when there are no columns).
+    row_open: &'static [u8],
+    /// Document (`false`) or one object per line (`true`).
+    ndjson: bool,
+    /// Write int64 values as strings.
+    int64_as_string: bool,
+    /// The largest row size seen, to size each batch's buffer once.
+    bytes_per_row: AtomicUsize,
+}
+
+impl JsonRows {
+    fn rows(&self, batch: &RecordBatch, out: &mut Vec<u8>) {
+        // Each column's encoder is chosen once per batch, not per cell.
+        let cols = Column::all(batch).expect("the reader only yields warehouse types");
+        let per_row = self.bytes_per_row.load(Ordering::Relaxed);
+        out.reserve(batch.num_rows() * per_row + per_row / 2);
+        let start = out.len();
+        let close: &[u8] = if self.ndjson { b"}\n" } else { b"}" };
+        for row in 0..batch.num_rows() {
+            if cols.is_empty() {
+                out.extend_from_slice(self.row_open);
+            }
+            for (col, &(at, len)) in cols.iter().zip(&self.spans) {
+                push_window(out, &self.prefixes, at, len);
+                write_cell(col.cell(row), self.int64_as_string, out);
+            }
+            out.extend_from_slice(close);
+        }
+        if batch.num_rows() > 0 {
+            let seen = (out.len() - start).div_ceil(batch.num_rows());
+            self.bytes_per_row.fetch_max(seen, Ordering::Relaxed);
+        }
+    }
+}
+
+impl BatchEncoder for JsonRows {
+    fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), super::EncodeError> {
+        self.rows(batch, out);
         Ok(())
     }
 }
@@ -148,18 +209,13 @@ impl super::Encoder for JsonEncoder {
 fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
     match cell {
         Cell::Null => out.extend_from_slice(b"null"),
-        Cell::Str(s) => write_str(s, out),
-        Cell::Int(v) => {
-            let mut buf = itoa::Buffer::new();
-            let text = buf.format(v).as_bytes();
-            if int64_as_string {
-                out.push(b'"');
-                out.extend_from_slice(text);
-                out.push(b'"');
-            } else {
-                out.extend_from_slice(text);
-            }
+        Cell::Str(t) => write_str(t, out),
+        Cell::Int(v) if int64_as_string => {
+            out.push(b'"');
+            push_i64(out, v);
+            out.push(b'"');
         }
+        Cell::Int(v) => push_i64(out, v),
         Cell::Float(v) if v.is_finite() => {
             out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
         }
@@ -173,63 +229,104 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// A JSON string: copied as is when nothing needs escaping (the common case), else escaped by
-/// serde_json.
-fn write_str(s: &str, out: &mut Vec<u8>) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.reserve(s.len() + 2);
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
+/// A JSON string: copied as is when nothing needs escaping (the common case), else escaped
+/// (as serde_json does: `\"`, `\\`, `\b \f \n \r \t`, other control bytes as `\u00XX`).
+#[inline]
+fn write_str(t: Text, out: &mut Vec<u8>) {
+    out.push(b'"');
+    if needs_json_escape(t.bytes()) {
+        escape(t.bytes(), out);
     } else {
-        serde_json::to_writer(&mut *out, s).expect("in-memory write");
+        push_window(out, t.data, t.start, t.len);
     }
+    out.push(b'"');
+}
+
+/// Appends `s` with JSON escapes, copying the runs between special bytes whole.
+fn escape(s: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut run = 0;
+    for (i, &b) in s.iter().enumerate() {
+        let short: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..0x20 => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&s[run..i]);
+        run = i + 1;
+        if short.is_empty() {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]);
+        } else {
+            out.extend_from_slice(short);
+        }
+    }
+    out.extend_from_slice(&s[run..]);
 }
 
 /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
+#[inline]
 pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
     let secs = micros.div_euclid(1_000_000);
     let frac = micros.rem_euclid(1_000_000);
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    let two = |out: &mut Vec<u8>, v: i64| {
-        out.push(b'0' + (v / 10) as u8);
-        out.push(b'0' + (v % 10) as u8);
-    };
-    if (0..=9999).contains(&y) {
-        two(out, y / 100);
-        two(out, y % 100);
-    } else {
+    if !(0..=9999).contains(&y) {
         out.extend_from_slice(format!("{y:+}").as_bytes());
+        let (buf, len) = rfc3339_from_year(0, m, d, sod, frac);
+        out.extend_from_slice(&buf[4..len]);
+        return;
     }
-    out.push(b'-');
-    two(out, m);
-    out.push(b'-');
-    two(out, d);
-    out.push(b'T');
-    two(out, sod / 3600);
-    out.push(b':');
-    two(out, sod / 60 % 60);
-    out.push(b':');
-    two(out, sod % 60);
-    if frac != 0 {
-        let (v, digits) = if frac % 1000 == 0 {
-            (frac / 1000, 3)
-        } else {
-            (frac, 6)
-        };
-        out.push(b'.');
-        // Zero-padded digits without `fmt` (this runs once per timestamp cell).
-        let mut buf = [b'0'; 6];
-        let mut v = v;
-        for slot in buf[..digits].iter_mut().rev() {
-            *slot = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
-        out.extend_from_slice(&buf[..digits]);
+    // Built in a fixed array and copied as one block (no call per piece).
+    let (buf, len) = rfc3339_from_year(y, m, d, sod, frac);
+    let at = out.len();
+    out.extend_from_slice(&buf);
+    out.truncate(at + len);
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z` for a year in 0..=9999, in a fixed array, with its length.
+#[inline(always)]
+fn rfc3339_from_year(y: i64, m: i64, d: i64, sod: i64, frac: i64) -> ([u8; 32], usize) {
+    let mut b = *b"0000-00-00T00:00:00.000000Z\0\0\0\0\0";
+    let two = |b: &mut [u8; 32], at: usize, v: i64| {
+        b[at] = b'0' + (v / 10) as u8;
+        b[at + 1] = b'0' + (v % 10) as u8;
+    };
+    two(&mut b, 0, y / 100);
+    two(&mut b, 2, y % 100);
+    two(&mut b, 5, m);
+    two(&mut b, 8, d);
+    two(&mut b, 11, sod / 3600);
+    two(&mut b, 14, sod / 60 % 60);
+    two(&mut b, 17, sod % 60);
+    if frac == 0 {
+        b[19] = b'Z';
+        return (b, 20);
     }
-    out.push(b'Z');
+    let (mut v, digits) = if frac % 1000 == 0 {
+        (frac / 1000, 3)
+    } else {
+        (frac, 6)
+    };
+    for i in (20..20 + digits).rev() {
+        b[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    b[20 + digits] = b'Z';
+    (b, 21 + digits)
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
@@ -254,6 +351,31 @@ mod tests {
         let mut v = Vec::new();
         write_rfc3339(micros, &mut v);
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn escapes_match_serde_json() {
+        let cases = [
+            "plain",
+            "",
+            "say \"hi\"",
+            "back\\slash",
+            "line\nbreak\r\n\ttab",
+            "\u{0}\u{1}\u{8}\u{b}\u{c}\u{1f}\u{7f}",
+            "é 日本 🎉 👍🏽 \"quoted\"\n",
+        ];
+        for s in cases {
+            let mut out = Vec::new();
+            write_str(
+                Text {
+                    data: s.as_bytes(),
+                    start: 0,
+                    len: s.len(),
+                },
+                &mut out,
+            );
+            assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
     }
 
     #[test]

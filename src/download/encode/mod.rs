@@ -1,10 +1,15 @@
 //! Response encoders, one per format, behind one trait: a header, each batch, a footer, all
-//! appended to a caller's buffer so the stream can send (and compress) chunk by chunk.
+//! appended to a caller's buffer so the stream can send (and compress) chunk by chunk. The text
+//! formats also offer a [`BatchEncoder`]: batches encoded independently, on several threads at
+//! once, whose outputs the [`Encoder`] then accepts in order.
 
+mod append;
 mod arrow;
 mod column;
 mod csv;
 pub mod json;
+
+use std::sync::Arc;
 
 use ::arrow::record_batch::RecordBatch;
 
@@ -29,6 +34,22 @@ pub trait Encoder: Send {
     fn footer(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
     /// The cursor of the next page, set before the footer (formats with a place for it).
     fn set_next_cursor(&mut self, _cursor: Option<String>) {}
+    /// For formats whose batches do not depend on each other (the text formats): an encoder of
+    /// single batches that can run on several threads at once. Its outputs must then be passed,
+    /// in response order, through [`Encoder::accept`] instead of calling [`Encoder::batch`].
+    fn parallel(&self) -> Option<Arc<dyn BatchEncoder>> {
+        None
+    }
+    /// Takes the [`BatchEncoder`] output of a batch of `rows` rows, in response order: fixes
+    /// what depends on the position (the first row's separator) and counts the rows.
+    fn accept(&mut self, _rows: usize, _out: &mut Vec<u8>) {}
+}
+
+/// Encodes one batch as it appears anywhere but at the start of the response; stateless, so
+/// several batches can be encoded at once.
+pub trait BatchEncoder: Send + Sync {
+    /// Appends `batch` to `out`.
+    fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError>;
 }
 
 /// Options that change how values are written.
