@@ -98,7 +98,7 @@ impl BatchEncoder for CsvRows {
                     Cell::Str(t) => push_window(out, t.data, t.start, t.len),
                     Cell::Int(v) => push_i64(out, v),
                     Cell::Float(v) if v.is_finite() => {
-                        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
+                        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes())
                     }
                     Cell::Float(_) => {}
                     Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),

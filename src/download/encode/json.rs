@@ -217,7 +217,7 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
         }
         Cell::Int(v) => push_i64(out, v),
         Cell::Float(v) if v.is_finite() => {
-            out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes())
+            out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes())
         }
         Cell::Float(_) => out.extend_from_slice(b"null"),
         Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
