@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::catalog::Catalog;
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::http::{AppState, edge, router};
 use crate::ingest::Ingest;
 use crate::ingest::flush::FlushCtx;
@@ -72,7 +72,13 @@ pub async fn build_state_with_store(
         &config.server.public_url,
         &config.server.app_url,
     ));
+    let trusted_proxies = crate::http::forwarded::parse_list(&config.server.trusted_proxies)
+        .map_err(|message| ConfigError::Value {
+            key: "server.trusted_proxies".into(),
+            message,
+        })?;
     Ok(AppState {
+        trusted_proxies: trusted_proxies.into(),
         accounts,
         flash: Arc::new(crate::http::pages::Flash::new()),
         config: Arc::new(config),

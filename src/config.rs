@@ -54,6 +54,9 @@ pub struct ServerConfig {
     pub idle_timeout: HumanDuration,
     /// Most open connections; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Proxies (addresses or networks, comma-separated) whose `X-Forwarded-For` names the
+    /// client; empty: the connection's peer is the client (`http::forwarded`).
+    pub trusted_proxies: String,
 }
 
 impl Default for ServerConfig {
@@ -66,6 +69,7 @@ impl Default for ServerConfig {
             body_timeout: HumanDuration(Duration::from_secs(30)),
             idle_timeout: HumanDuration(Duration::from_secs(60)),
             max_connections: 10_000,
+            trusted_proxies: String::new(),
         }
     }
 }

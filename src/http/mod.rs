@@ -8,6 +8,7 @@ pub mod api;
 pub mod body;
 pub mod edge;
 pub mod events;
+pub mod forwarded;
 pub mod health;
 pub mod import;
 pub mod metrics;

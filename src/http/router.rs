@@ -29,6 +29,8 @@ pub struct AppState {
     pub accounts: Arc<crate::accounts::Accounts>,
     /// Secrets and notices the settings page shows once, after a form's redirect.
     pub flash: Arc<pages::Flash>,
+    /// `server.trusted_proxies`, parsed.
+    pub trusted_proxies: Arc<[super::forwarded::Net]>,
 }
 
 /// The service's routes.
@@ -70,5 +72,9 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(request_id::request_id))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            super::forwarded::client_address,
+        ))
         .with_state(state)
 }

@@ -259,3 +259,48 @@ async fn the_audit_log_says_who_did_what_from_where() {
         "{theirs:#?}"
     );
 }
+
+/// Behind a load balancer listed in `server.trusted_proxies`, the audit log records the client
+/// its `X-Forwarded-For` names; a peer that is not listed cannot claim another address.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_address_behind_a_trusted_proxy_is_the_forwarded_one() {
+    let fx = Fx::start_with(|c| c.server.trusted_proxies = "127.0.0.2, 10.0.0.0/8".into()).await;
+    let owner_email = fx
+        .catalog()
+        .user(&fx.owner.user_id)
+        .unwrap()
+        .unwrap()
+        .email
+        .unwrap();
+    let fail_from = |n: u8, forwarded: &'static str| {
+        let (base, email) = (fx.api.base.clone(), owner_email.clone());
+        async move {
+            let http = reqwest::Client::builder()
+                .local_address(std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, n)))
+                .build()
+                .unwrap();
+            let r = http
+                .post(format!("{base}/api/v1/session"))
+                .header("X-Forwarded-For", forwarded)
+                .header("Content-Type", "application/json")
+                .body(json!({"email": email, "password": "not the password"}).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 401);
+        }
+    };
+    // The proxy (127.0.0.2) forwards for 198.51.100.7, through another trusted hop (10.1.2.3);
+    // the left-most entry is whatever the client wrote and is not believed.
+    fail_from(2, "6.6.6.6, 198.51.100.7, 10.1.2.3").await;
+    // An untrusted peer's header is ignored.
+    fail_from(3, "198.51.100.8").await;
+    let mut seen: Vec<String> = audit(&fx)
+        .await
+        .iter()
+        .filter(|e| e["action"] == "session.sign_in_failed")
+        .map(|e| e["address"].as_str().unwrap().to_string())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, ["127.0.0.3", "198.51.100.7"]);
+}
