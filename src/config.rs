@@ -34,6 +34,33 @@ pub struct Config {
     pub log: LogConfig,
     /// Sign-in, sessions and one-time links (SPEC §5.1).
     pub accounts: AccountsConfig,
+    /// This process among several sharing a catalog and a bucket (SPEC §7).
+    pub node: NodeConfig,
+}
+
+/// `[node]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NodeConfig {
+    /// The node's name in logs, `/healthz`, the `X-Stowage-Node` response header and its
+    /// writer id; empty means the host name.
+    pub id: String,
+}
+
+impl NodeConfig {
+    /// The configured id, else the host name, else `node`.
+    pub fn resolved_id(&self) -> String {
+        let configured = self.id.trim();
+        if !configured.is_empty() {
+            return configured.to_string();
+        }
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "node".into())
+    }
 }
 
 /// `[server]`
@@ -515,14 +542,13 @@ impl Config {
             let dir = dir.to_string_lossy().into_owned();
             set(&mut root, "storage", "data_dir", toml::Value::String(dir));
         }
-        let config: Config =
-            serde_path_to_error::deserialize(toml::Value::Table(root)).map_err(|e| {
-                ConfigError::Value {
-                    key: e.path().to_string(),
-                    message: e.inner().message().to_string(),
-                }
+        let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(root))
+            .map_err(|e| ConfigError::Value {
+                key: e.path().to_string(),
+                message: e.inner().message().to_string(),
             })?;
         config.check()?;
+        config.node.id = config.node.resolved_id();
         Ok(config)
     }
 
@@ -555,6 +581,17 @@ impl Config {
         }
         if !(1..=tokio::sync::Semaphore::MAX_PERMITS).contains(&self.server.max_connections) {
             return bad("server.max_connections", "must be at least 1");
+        }
+        let id = self.node.id.trim();
+        if id.len() > 64
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        {
+            return bad(
+                "node.id",
+                "at most 64 letters, digits, '.', '-' or '_' (or empty for the host name)",
+            );
         }
         if self.flush.interval.0.is_zero() {
             return bad("flush.interval", "must be greater than zero");
@@ -722,6 +759,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn the_node_id_defaults_to_the_host_name_and_is_checked() {
+        let load =
+            |v: &str| Config::load(None, env(&[("STOWAGE_NODE__ID", v)]), &Overrides::default());
+        assert_eq!(load("node-2").unwrap().node.id, "node-2");
+        let host = load("").unwrap().node.id;
+        assert!(!host.is_empty(), "empty id resolves to the host name");
+        for bad in ["has space", "a/b", &"x".repeat(65)] {
+            let err = load(bad).unwrap_err().to_string();
+            assert!(err.contains("node.id"), "{err}");
+        }
     }
 
     #[test]

@@ -69,12 +69,13 @@ async fn serve(mut config: Config, args: ServeArgs) -> Result<(), app::StartErro
     config.server.public_url = base.clone();
     config.server.app_url = app_url.clone();
     let data_dir = config.storage.data_dir.clone();
+    let node = config.node.id.clone();
     let state = app::build_state(config).await?;
     if args.demo {
         let info = demo::seed(&state.catalog, &data_dir, &base, &app_url)?;
         println!("{}", demo::instructions(&info, &data_dir));
     }
-    tracing::info!(%addr, data_dir = %data_dir.display(), "stowage listening");
+    tracing::info!(%addr, %node, data_dir = %data_dir.display(), "stowage listening");
     app::serve(listener, state, shutdown_signal()).await?;
     Ok(())
 }

@@ -1,16 +1,28 @@
-//! Liveness (`/healthz`: the process answers) and readiness (`/readyz`: WAL recovery done and
-//! the catalog answers).
+//! Liveness (`/healthz`: the process answers, and which node it is) and readiness (`/readyz`:
+//! WAL recovery done and the catalog answers); every response names its node
+//! (`X-Stowage-Node`), so behind a load balancer one can tell who answered.
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::AppState;
 
 /// 200 while the server is serving.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({"status": "ok", "node": state.config.node.id}))
+}
+
+/// Adds `X-Stowage-Node` to a response.
+pub async fn node_header(State(state): State<AppState>, mut resp: Response) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&state.config.node.id)
+        && !v.is_empty()
+    {
+        resp.headers_mut().insert("x-stowage-node", v);
+    }
+    resp
 }
 
 /// 200 when the catalog answers, else 503.

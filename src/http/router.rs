@@ -72,6 +72,10 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn(request_id::request_id))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            health::node_header,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             super::forwarded::client_address,
