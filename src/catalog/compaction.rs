@@ -69,6 +69,20 @@ impl Catalog {
         })
     }
 
+    /// Whether every file of `files` is still live (not replaced by another compaction).
+    pub fn all_live(&self, files: &[LiveFile]) -> Result<bool> {
+        self.with(|c| {
+            let mut st =
+                c.prepare_cached("SELECT 1 FROM data_files WHERE id = ?1 AND retired_at IS NULL")?;
+            for f in files {
+                if !st.exists([f.id])? {
+                    return Ok(false);
+                }
+            }
+            Ok(true)
+        })
+    }
+
     /// Replaces the files `old` (all still live) by `new`, placed where the first of them was.
     /// Returns `false` (and changes nothing) if any of them is no longer live; fails with
     /// [`super::CatalogError::Reclaimed`] if `new` is not reserved by this writer.

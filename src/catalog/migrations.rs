@@ -214,6 +214,15 @@ CREATE TABLE events_requests (
     resolved_at  INTEGER
 );
 "#,
+    // 7: leases, so that of several nodes sharing the catalog one at a time works on a partition
+    // (compaction).
+    r#"
+CREATE TABLE leases (
+    name       TEXT PRIMARY KEY,
+    holder     TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -6,6 +6,7 @@ mod admin;
 mod audit;
 mod auth;
 mod compaction;
+mod leases;
 mod migrations;
 mod pending;
 pub mod secrets;

@@ -2,8 +2,9 @@
 //! table's row order, so row order is kept) into files of up to `compaction.target_size`, and
 //! swaps each run for its merged file in one catalog transaction. Replaced objects are deleted
 //! only after `compaction.grace`, longer than any download, so a download (or a cursor) that
-//! started on the old snapshot still finds every file it needs. Single node: in scale-out only
-//! one node may run it per partition (a lease, not built yet).
+//! started on the old snapshot still finds every file it needs. Nodes sharing a catalog all run
+//! it; a lease per partition ([`Catalog::try_lease`]) lets one of them at a time merge it, and
+//! the swap's check that its inputs are still live keeps data right even without the lease.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -35,6 +36,20 @@ pub struct Stats {
     pub merged: usize,
     /// Files written.
     pub written: usize,
+    /// Merged files written in vain: the swap found its inputs already replaced (work another
+    /// node did at the same time; the lease makes this rare).
+    pub lost: usize,
+}
+
+/// What became of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// Swapped for its merged file.
+    Merged,
+    /// Not merged: another node holds its lease, or has merged it already.
+    Skipped,
+    /// Merged, but the swap found its inputs replaced meanwhile.
+    Lost,
 }
 
 /// Everything compaction needs.
@@ -52,6 +67,11 @@ pub struct Compactor {
     pub cfg: CompactionConfig,
 }
 
+/// How long a partition's compaction lease lasts: longer than any merge (up to
+/// `compaction.target_size`), short enough that a node that died holding it blocks the partition
+/// only briefly.
+const LEASE: Duration = Duration::from_secs(600);
+
 impl Compactor {
     /// One pass over every table with enough small files.
     pub async fn compact_once(&self) -> Result<Stats, BoxError> {
@@ -67,9 +87,13 @@ impl Compactor {
             let (cat, t, tb) = (self.catalog.clone(), team.clone(), table.clone());
             let files = tokio::task::spawn_blocking(move || cat.live_files(&t, &tb)).await??;
             for run in self.runs(&files) {
-                if self.merge(&team, &table, run).await? {
-                    stats.merged += run.len();
-                    stats.written += 1;
+                match self.merge(&team, &table, run).await? {
+                    Outcome::Merged => {
+                        stats.merged += run.len();
+                        stats.written += 1;
+                    }
+                    Outcome::Lost => stats.lost += 1,
+                    Outcome::Skipped => {}
                 }
             }
         }
@@ -115,8 +139,55 @@ impl Compactor {
         out
     }
 
-    /// Merges one run; `false` if the catalog changed underneath (another pass got there).
-    async fn merge(&self, team: &TeamId, table: &str, run: &[LiveFile]) -> Result<bool, BoxError> {
+    /// Merges one run under the lease of its partition, so that of several nodes sharing the
+    /// catalog one merges it. Counted in `stowage_compaction_runs_total{result}`.
+    async fn merge(
+        &self,
+        team: &TeamId,
+        table: &str,
+        run: &[LiveFile],
+    ) -> Result<Outcome, BoxError> {
+        let name = format!("compact:{team}:{table}:{}", run[0].partition);
+        let (cat, lease) = (self.catalog.clone(), name.clone());
+        let held =
+            tokio::task::spawn_blocking(move || cat.try_lease(&lease, LEASE.as_millis() as i64))
+                .await??;
+        if !held {
+            metrics::counter!("stowage_compaction_runs_total", "result" => "leased_elsewhere")
+                .increment(1);
+            return Ok(Outcome::Skipped);
+        }
+        // The run was listed before the lease was taken: another node may have merged it
+        // meanwhile and released the lease.
+        let (cat, files) = (self.catalog.clone(), run.to_vec());
+        let merged = match tokio::task::spawn_blocking(move || cat.all_live(&files)).await? {
+            Ok(true) => match self.merge_leased(team, table, run).await {
+                Ok(true) => Ok(Outcome::Merged),
+                Ok(false) => Ok(Outcome::Lost),
+                Err(e) => Err(e),
+            },
+            Ok(false) => Ok(Outcome::Skipped),
+            Err(e) => Err(e.into()),
+        };
+        let cat = self.catalog.clone();
+        let _ = tokio::task::spawn_blocking(move || cat.release_lease(&name)).await;
+        let result = match &merged {
+            Ok(Outcome::Merged) => "merged",
+            Ok(Outcome::Skipped) => "already_merged",
+            Ok(Outcome::Lost) => "lost",
+            Err(_) => "failed",
+        };
+        metrics::counter!("stowage_compaction_runs_total", "result" => result).increment(1);
+        merged
+    }
+
+    /// [`Compactor::merge`] once the lease is held.
+    async fn merge_leased(
+        &self,
+        team: &TeamId,
+        table: &str,
+        run: &[LiveFile],
+    ) -> Result<bool, BoxError> {
         let mut inputs = Vec::with_capacity(run.len());
         for f in run {
             inputs.push(
