@@ -29,7 +29,7 @@ const fn splat(b: u8) -> u64 {
 
 /// Whether any byte of `w` is below 0x20, or a `"` or a `\`.
 #[inline(always)]
-fn word_needs_json_escape(w: u64) -> bool {
+pub fn word_needs_json_escape(w: u64) -> bool {
     const LO: u64 = splat(0x01);
     const HI: u64 = splat(0x80);
     let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
@@ -39,7 +39,7 @@ fn word_needs_json_escape(w: u64) -> bool {
 
 /// Whether any byte of `w` is a `,`, `"`, `\n` or `\r`.
 #[inline(always)]
-fn word_needs_csv_quote(w: u64) -> bool {
+pub fn word_needs_csv_quote(w: u64) -> bool {
     const LO: u64 = splat(0x01);
     const HI: u64 = splat(0x80);
     let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
@@ -74,6 +74,19 @@ pub fn needs_json_escape(s: &[u8]) -> bool {
 #[inline]
 pub fn needs_csv_quote(s: &[u8]) -> bool {
     any_word(s, b'a', word_needs_csv_quote)
+}
+
+/// The index of the first byte at or after `from` that `word` may flag, skipping whole clean
+/// eight-byte words (the byte itself is then checked by the caller).
+#[inline(always)]
+pub fn skip_clean(s: &[u8], mut from: usize, word: impl Fn(u64) -> bool) -> usize {
+    while let Some(chunk) = s.get(from..from + 8) {
+        if word(u64::from_le_bytes(chunk.try_into().expect("8 bytes"))) {
+            break;
+        }
+        from += 8;
+    }
+    from
 }
 
 /// "00" … "99".

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow::record_batch::RecordBatch;
 
 use super::BatchEncoder;
-use super::append::{WINDOW, needs_json_escape, push_i64, push_window};
+use super::append::{
+    WINDOW, needs_json_escape, push_i64, push_window, skip_clean, word_needs_json_escape,
+};
 use super::column::{Cell, Column, Text};
 
 use crate::warehouse::schema::TableSchema;
@@ -242,11 +244,15 @@ fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Appends `s` with JSON escapes, copying the runs between special bytes whole.
+/// Appends `s` with JSON escapes, copying the runs between special bytes whole (clean runs are
+/// skipped eight bytes at a time).
 fn escape(s: &[u8], out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut run = 0;
-    for (i, &b) in s.iter().enumerate() {
+    let mut i = 0;
+    while i < s.len() {
+        i = skip_clean(s, i, word_needs_json_escape);
+        let Some(&b) = s.get(i) else { break };
         let short: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -256,10 +262,12 @@ fn escape(s: &[u8], out: &mut Vec<u8>) {
             0x08 => b"\\b",
             0x0c => b"\\f",
             0..0x20 => b"",
-            _ => continue,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.extend_from_slice(&s[run..i]);
-        run = i + 1;
         if short.is_empty() {
             out.extend_from_slice(&[
                 b'\\',
@@ -272,6 +280,8 @@ fn escape(s: &[u8], out: &mut Vec<u8>) {
         } else {
             out.extend_from_slice(short);
         }
+        i += 1;
+        run = i;
     }
     out.extend_from_slice(&s[run..]);
 }
@@ -375,6 +385,32 @@ mod tests {
                 &mut out,
             );
             assert_eq!(out, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn escaping_random_text_matches_serde_json() {
+        let alphabet = [
+            "a", "bcdefgh", "\"", "\\", "\n", "\r", "\t", "\u{1}", "\u{1f}", "é", "日本", "🎉", " ",
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let s: String = (0..(x % 40))
+                .map(|k| alphabet[((x >> (k % 50)) as usize + k as usize * 7) % alphabet.len()])
+                .collect();
+            let mut out = Vec::new();
+            write_str(
+                Text {
+                    data: s.as_bytes(),
+                    start: 0,
+                    len: s.len(),
+                },
+                &mut out,
+            );
+            assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{s:?}");
         }
     }
 
