@@ -110,6 +110,7 @@ fn newest_segment(dir: &std::path::Path) -> std::path::PathBuf {
     let mut segs: Vec<_> = std::fs::read_dir(dir.join("wal"))
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
         .collect();
     segs.sort();
     segs.pop().unwrap()

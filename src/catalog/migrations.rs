@@ -223,6 +223,16 @@ CREATE TABLE leases (
     expires_at INTEGER NOT NULL
 );
 "#,
+    // 8: WAL watermarks per WAL (each node has its own WAL and numbering); teams.wal_watermark
+    // stays as the value of WALs from before, read when a WAL has no row of its own.
+    r#"
+CREATE TABLE wal_watermarks (
+    wal_id    TEXT NOT NULL,
+    team_id   TEXT NOT NULL REFERENCES teams(id),
+    watermark INTEGER NOT NULL,
+    PRIMARY KEY (wal_id, team_id)
+);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

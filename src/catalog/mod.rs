@@ -14,6 +14,7 @@ mod sessions;
 mod settings;
 mod tables;
 mod users;
+mod watermarks;
 mod workspace;
 
 use std::fmt;
@@ -106,6 +107,8 @@ pub struct Catalog {
     owner: String,
     /// Live secrets, checked without a query per request.
     auth: auth::AuthCache,
+    /// The WAL whose watermarks this handle reads and raises (`watermarks`).
+    wal: std::sync::OnceLock<String>,
 }
 
 impl fmt::Debug for Catalog {
@@ -141,6 +144,7 @@ impl Catalog {
             conns,
             next: AtomicUsize::new(0),
             owner: format!("w_{}", uuid::Uuid::now_v7().simple()),
+            wal: std::sync::OnceLock::new(),
         })
     }
 

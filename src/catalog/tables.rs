@@ -91,10 +91,7 @@ impl Catalog {
         self.with(|c| {
             let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let now = now_ms();
-            tx.execute(
-                "UPDATE teams SET wal_watermark = MAX(wal_watermark, ?1) WHERE id = ?2",
-                params![watermark as i64, team.as_str()],
-            )?;
+            super::watermarks::raise_tx(&tx, self.wal_key(), team, watermark)?;
             for f in files {
                 super::pending::consume(&tx, &self.owner, &f.path)?;
                 let version = merge_schema_tx(&tx, team, &f.table, &f.schema, now)?;
@@ -120,34 +117,6 @@ impl Catalog {
             }
             tx.commit()?;
             Ok(())
-        })
-    }
-
-    /// Every team's WAL watermark.
-    pub fn watermarks(&self) -> Result<HashMap<TeamId, u64>> {
-        self.with(|c| {
-            let mut st = c.prepare("SELECT id, wal_watermark FROM teams")?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            let mut out = HashMap::new();
-            for row in rows {
-                let (team, w) = row?;
-                out.insert(TeamId(team.into()), w.max(0) as u64);
-            }
-            Ok(out)
-        })
-    }
-
-    /// One team's WAL watermark.
-    pub fn watermark(&self, team: &TeamId) -> Result<u64> {
-        self.with(|c| {
-            let w: Option<i64> = c
-                .query_row(
-                    "SELECT wal_watermark FROM teams WHERE id = ?1",
-                    [team.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok(w.unwrap_or(0).max(0) as u64)
         })
     }
 

@@ -113,6 +113,9 @@ impl Ingest {
         for line in &recovered.dropped {
             info!("WAL recovery: {line}");
         }
+        // This WAL's watermarks: each node's WAL has its own numbering (SPEC §7).
+        let wal_id = wal::identity::identity(&dir)?;
+        catalog.set_wal(&wal_id);
         let c = catalog.clone();
         let watermarks = tokio::task::spawn_blocking(move || c.watermarks()).await??;
         let floor = watermarks.values().copied().max().unwrap_or(0);

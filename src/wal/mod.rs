@@ -4,6 +4,7 @@
 //! segments are deleted once every record in them is committed to Parquet, after their client
 //! ids are archived for the dedup window ([`ids`]).
 
+pub mod identity;
 pub mod ids;
 mod log_file;
 pub mod record;
