@@ -33,14 +33,32 @@ async fn keys(store: &Arc<dyn ObjectStore>) -> Vec<String> {
     keys
 }
 
+/// The bucket keys of every committed file of `tables`, sorted.
+fn committed(t: &TestServer, tables: &[&str]) -> Vec<String> {
+    let team = TeamId::from(t.seeded.team.as_str());
+    let mut keys: Vec<String> = tables
+        .iter()
+        .filter_map(|table| t.catalog().snapshot(&team, table).unwrap())
+        .flat_map(|s| s.files)
+        .map(|f| format!("wh/{}", f.path))
+        .collect();
+    keys.sort();
+    keys
+}
+
 #[tokio::test]
 async fn conditional_create_answers_412_and_never_overwrites() {
     let moto = Moto::start("stowage-cc").await;
     // The server itself: a second `If-None-Match: *` PUT of a key answers 412.
     let http = reqwest::Client::new();
     let url = format!("{}/{}/raw.bin", moto.endpoint(), moto.bucket);
+    // Signed-looking: moto answers an anonymous PUT to an existing key 403 before any
+    // precondition, and does not verify signatures.
+    let auth = "AWS4-HMAC-SHA256 Credential=k/20250101/us-east-1/s3/aws4_request, \
+                SignedHeaders=host, Signature=0";
     let put = || {
         http.put(&url)
+            .header("Authorization", auth)
             .header("If-None-Match", "*")
             .body("one")
             .send()
@@ -135,7 +153,6 @@ async fn flush_download_compaction_import_and_orphans_on_s3() {
     let configure = |c: &mut Config| {
         moto.configure(c, "wh");
         c.compaction.enabled = false; // driven by hand below
-        c.flush.max_rows = 10;
         // Flushed files are a few KiB: most go up in parts.
         c.storage.s3_multipart_threshold.0 = 2048;
         c.storage.s3_multipart_part_size.0 = 1024;
@@ -145,8 +162,10 @@ async fn flush_download_compaction_import_and_orphans_on_s3() {
     let mut sent = Vec::new();
     for i in 0..30 {
         sent.push(t.send(json!({"event": "s", "messageId": format!("m{i:02}"), "properties": {"n": i, "pad": "x".repeat(300)}})).await);
+        if i % 10 == 9 {
+            t.flush().await; // one file per 10 rows
+        }
     }
-    t.flush().await;
     let element = t.element("s", None);
     let (status, doc) = t.download(&element, json!({})).await;
     assert_eq!(status, 200, "{doc}");
@@ -183,14 +202,17 @@ async fn flush_download_compaction_import_and_orphans_on_s3() {
         },
     };
     let stats = compactor.compact_once().await.unwrap();
-    assert_eq!(stats.merged, 3, "{stats:?}");
+    assert_eq!(
+        stats.merged, 6,
+        "each table's 3 files (s, tracks): {stats:?}"
+    );
     compactor.delete_retired(Duration::ZERO).await.unwrap();
     let after = t.catalog().snapshot(&team, "s").unwrap().unwrap().files;
     assert_eq!(after.len(), 1);
     assert_eq!(
         keys(&bucket).await,
-        vec![format!("wh/{}", after[0].path)],
-        "the merged file only"
+        committed(&t, &["s", "tracks"]),
+        "the merged files only: the inputs are deleted"
     );
     assert_eq!(ids(&t.download(&element, json!({})).await.1), sent);
 
@@ -227,7 +249,9 @@ async fn flush_download_compaction_import_and_orphans_on_s3() {
     assert_eq!(stats["rows"], 30, "{stats}");
     let copy = t.element("copy", None);
     assert_eq!(ids(&t.download(&copy, json!({})).await.1), sent);
-    assert_eq!(keys(&bucket).await.len(), 2, "the import's file is on S3");
+    let live = committed(&t, &["s", "tracks", "copy"]);
+    assert_eq!(live.len(), 3);
+    assert_eq!(keys(&bucket).await, live, "the import's file is on S3");
 
     // Orphan collection deletes an unreserved object and keeps the committed ones.
     let store = t.srv().state.store.clone();
@@ -243,7 +267,7 @@ async fn flush_download_compaction_import_and_orphans_on_s3() {
         store.head(&orphan).await,
         Err(object_store::Error::NotFound { .. })
     ));
-    assert_eq!(keys(&bucket).await.len(), 2, "committed files kept");
+    assert_eq!(keys(&bucket).await, live, "committed files kept");
     assert_eq!(ids(&t.download(&element, json!({})).await.1), sent);
     assert_eq!(ids(&t.download(&copy, json!({})).await.1), sent);
 }
