@@ -43,3 +43,34 @@ pub async fn create(store: &dyn ObjectStore, path: &Path, data: Bytes) -> object
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[tokio::test]
+    async fn the_local_store_creates_once_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::open(&Config::for_tests(dir.path())).unwrap();
+        let path = Path::from("teams/t/tables/x/date=2024-01-01/a.parquet");
+        create(store.as_ref(), &path, Bytes::from("first"))
+            .await
+            .unwrap();
+        create(store.as_ref(), &path, Bytes::from("first"))
+            .await
+            .unwrap();
+        let err = create(store.as_ref(), &path, Bytes::from("other"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, object_store::Error::AlreadyExists { .. })
+                && err.to_string().contains("refusing to overwrite"),
+            "{err}"
+        );
+        let on_disk = dir
+            .path()
+            .join("warehouse/teams/t/tables/x/date=2024-01-01/a.parquet");
+        assert_eq!(std::fs::read(on_disk).unwrap(), b"first");
+    }
+}

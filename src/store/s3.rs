@@ -158,6 +158,17 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_s3_url_stops_start_up_naming_the_key() {
+        let mut config = crate::config::Config::default();
+        config.storage.url = "s3://".into();
+        let err = crate::store::open(&config).err().unwrap().to_string();
+        assert!(
+            err.contains("storage.url") && err.contains("names no bucket"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_plain_http_endpoint_needs_allow_http() {
         let storage = StorageConfig {
             url: "s3://data/p".into(),
