@@ -1,5 +1,5 @@
 //! Opens the warehouse object store named by `storage.url` (local files, [`s3`], or memory) and
-//! writes data files into it with [`create`] (a conditional create: never an overwrite;
+//! writes data files into it with [`create()`] (a conditional create: never an overwrite;
 //! [`multipart`] for large ones on S3); [`faulty`] wraps a store to fail writes on demand
 //! (outage tests). A local store syncs every object it writes — file data and
 //! every directory entry leading to it — before the put returns, because the catalog commit

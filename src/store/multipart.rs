@@ -11,7 +11,7 @@
 //! the gap between that check and the completion is safe for the same reason every create is:
 //! a data file's path is a fresh random id reserved in the catalog before the upload starts,
 //! so no other writer targets it (SPEC §2.3, `catalog::pending`). A retry of the same upload
-//! after a lost answer finds the object and [`super::create`] compares the bytes.
+//! after a lost answer finds the object and [`super::create()`] compares the bytes.
 
 use std::fmt;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`, optionally `AWS_SESSION_TOKEN`; without
 //! them, the instance or container role). The URL's path is a prefix inside the bucket.
 //! Conditional create is always on (`If-None-Match: *`, answered 412 by S3 and compatible
-//! servers: see [`super::create`]); large creates use multipart upload ([`super::multipart`]).
+//! servers: see [`super::create()`]); large creates use multipart upload ([`super::multipart`]).
 
 use std::sync::Arc;
 use std::time::Duration;
