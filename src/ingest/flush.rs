@@ -12,7 +12,7 @@ use arrow::compute::filter_record_batch;
 use arrow::datatypes::TimestampMicrosecondType;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::ObjectStore;
 use tracing::{info, warn};
 
 use crate::catalog::{Catalog, CatalogError, NewDataFile, TeamId};
@@ -144,7 +144,7 @@ async fn put_reserved(ctx: &FlushCtx, metas: &[NewDataFile], data: &[Bytes]) {
     for (meta, bytes) in metas.iter().zip(data) {
         let path = object_store::path::Path::from(meta.path.as_str());
         retry(ctx.retry_backoff, "put", &meta.path, || {
-            ctx.store.put(&path, PutPayload::from(bytes.clone()))
+            crate::store::create(ctx.store.as_ref(), &path, bytes.clone())
         })
         .await;
     }

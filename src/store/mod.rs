@@ -1,10 +1,17 @@
-//! Opens the warehouse object store named by `storage.url`; [`faulty`] wraps a store to fail
-//! writes on demand (outage tests). A local store syncs every object it writes — file data and
+//! Opens the warehouse object store named by `storage.url` (local files, [`s3`], or memory) and
+//! writes data files into it with [`create()`] (a conditional create: never an overwrite;
+//! [`multipart`] for large ones on S3); [`faulty`] wraps a store to fail writes on demand
+//! (outage tests). A local store syncs every object it writes — file data and
 //! every directory entry leading to it — before the put returns, because the catalog commit
 //! that follows makes the object the only copy of its rows (SPEC §2.3: a power cut after the
 //! commit must not leave an empty file).
 
+mod create;
 pub mod faulty;
+pub mod multipart;
+pub mod s3;
+
+pub use create::create;
 
 use std::sync::Arc;
 
@@ -14,7 +21,8 @@ use object_store::memory::InMemory;
 
 use crate::config::{Config, ConfigError};
 
-/// The store for `config`: local filesystem by default, `file:///…`, or `memory://`.
+/// The store for `config`: local filesystem by default, `file:///…`, `s3://bucket/prefix`
+/// (credentials from the process's `AWS_*` environment), or `memory://`.
 pub fn open(config: &Config) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let url = config.storage.url.trim();
     let bad = |message: String| ConfigError::Value {
@@ -39,9 +47,11 @@ pub fn open(config: &Config) -> Result<Arc<dyn ObjectStore>, ConfigError> {
             )));
         }
         local(path.into())
+    } else if url.starts_with("s3://") {
+        s3::open(&config.storage, std::env::vars())
     } else {
         Err(bad(format!(
-            "{url:?} is not supported; use \"\" (local, under data_dir), \"file:///abs/path\" or \"memory://\""
+            "{url:?} is not supported; use \"\" (local, under data_dir), \"file:///abs/path\", \"s3://bucket/prefix\" or \"memory://\""
         )))
     }
 }

@@ -14,7 +14,7 @@ use arrow::array::AsArray;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
 use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tracing::{info, warn};
@@ -218,7 +218,7 @@ impl Compactor {
         // Reserved before it exists, so no orphan collector deletes it before the swap.
         let (cat, reserved) = (self.catalog.clone(), vec![new.path.clone()]);
         tokio::task::spawn_blocking(move || cat.reserve_objects(&reserved)).await??;
-        self.store.put(&path.0, PutPayload::from(data)).await?;
+        crate::store::create(self.store.as_ref(), &path.0, data).await?;
         let (cat, t, old, n) = (
             self.catalog.clone(),
             team.clone(),

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::layout::DataFilePath;
 use super::naming::normalize;
@@ -148,7 +148,7 @@ pub async fn import(
             break;
         }
         written.push(meta);
-        if let Err(e) = store.put(&path.0, PutPayload::from(data)).await {
+        if let Err(e) = crate::store::create(store.as_ref(), &path.0, data).await {
             failure = Some(ImportError::Internal(e.to_string()));
             break;
         }

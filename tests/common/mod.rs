@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod process;
+pub mod s3;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
