@@ -1,6 +1,13 @@
 //! Checking data keys and events tokens on the request path without a catalog query each time:
-//! a cache of live secrets (by SHA-256) on a dedicated read connection, emptied whenever
-//! anything has committed to the catalog since it was filled (`PRAGMA data_version`, which
+//! a cache of live secrets (by SHA-256) on a dedicated read connection.
+//!
+//! On PostgreSQL the cache is emptied whenever a transaction that can end a secret's validity
+//! (revocation, events turned off) commits on any node: it sends `NOTIFY` (see [`super::db::listen`]),
+//! so a change takes effect on every node as soon as the notification arrives — no polling. While
+//! the listening connection is down, nothing is cached: every check queries the catalog.
+//!
+//! On SQLite the cache is emptied whenever anything has committed since it was filled
+//! (`PRAGMA data_version`, which
 //! changes when *another* connection — this process's pool or another process such as the
 //! admin CLI — commits). The pragma takes SQLite's shared lock (a few syscalls), so it is
 //! re-read at most every [`RECHECK`] — 1 ms: a secret revoked by another process (the admin CLI)
@@ -11,9 +18,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use super::db::{Conn, OptionalExtension, params};
 
 use super::admin::{SecretKind, TokenAuth};
+use super::db::listen::Listener;
 use super::{Catalog, Result, TeamId, now_ms, secrets};
 
 /// The catalog is re-checked for changes at most this often.
@@ -31,7 +39,7 @@ struct Hit {
 }
 
 struct State {
-    conn: Connection,
+    conn: Conn,
     version: i64,
     checked_at: Option<std::time::Instant>,
     live: HashMap<(SecretKind, Vec<u8>), Hit>,
@@ -40,12 +48,14 @@ struct State {
 /// The cache and the pending `last_used_at` writes.
 pub(super) struct AuthCache {
     state: Mutex<State>,
+    /// PostgreSQL: the change notifications (SQLite: `None`, `PRAGMA data_version` instead).
+    listener: Option<Listener>,
     /// Secret id → (time last used, time last written).
     used: Mutex<HashMap<String, (i64, i64)>>,
 }
 
 impl AuthCache {
-    pub(super) fn new(conn: Connection) -> AuthCache {
+    pub(super) fn new(conn: Conn, listener: Option<Listener>) -> AuthCache {
         AuthCache {
             state: Mutex::new(State {
                 conn,
@@ -53,6 +63,7 @@ impl AuthCache {
                 checked_at: None,
                 live: HashMap::new(),
             }),
+            listener,
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -64,6 +75,7 @@ impl Catalog {
     pub(super) fn auth_changed(&self) {
         let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
         s.checked_at = None;
+        s.live.clear();
     }
 
     /// The team a live secret of `kind` belongs to, with whether events are enabled for it.
@@ -73,25 +85,43 @@ impl Catalog {
         let hit = {
             let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
             let now = std::time::Instant::now();
-            if s.checked_at
-                .is_none_or(|t| now.duration_since(t) >= RECHECK)
-            {
-                let version: i64 = s
-                    .conn
-                    .prepare_cached("PRAGMA data_version")?
-                    .query_row([], |r| r.get(0))?;
-                if version != s.version {
-                    s.live.clear();
-                    s.version = version;
+            let trusted = match &self.auth.listener {
+                Some(listener) => match listener.generation() {
+                    Some(generation) => {
+                        let generation = generation as i64;
+                        if generation != s.version {
+                            s.live.clear();
+                            s.version = generation;
+                        }
+                        true
+                    }
+                    None => {
+                        s.live.clear();
+                        false
+                    }
+                },
+                None => {
+                    if s.checked_at
+                        .is_none_or(|t| now.duration_since(t) >= RECHECK)
+                    {
+                        let version: i64 =
+                            s.conn
+                                .query_row("PRAGMA data_version", params![], |r| r.get(0))?;
+                        if version != s.version {
+                            s.live.clear();
+                            s.version = version;
+                        }
+                        s.checked_at = Some(now);
+                    }
+                    true
                 }
-                s.checked_at = Some(now);
-            }
+            };
             let key = (kind, hash);
             match s.live.get(&key) {
                 Some(hit) => Some(hit.clone()),
                 None => {
                     let found = lookup(&s.conn, kind, &key.1)?;
-                    if let Some(hit) = &found {
+                    if let (Some(hit), true) = (&found, trusted) {
                         s.live.insert(key, hit.clone());
                     }
                     found
@@ -134,7 +164,8 @@ impl Catalog {
             let tx = c.transaction()?;
             for (id, at) in &due {
                 tx.execute(
-                    "UPDATE secrets SET last_used_at = MAX(COALESCE(last_used_at, 0), ?1) WHERE id = ?2",
+                    "UPDATE secrets SET last_used_at = CASE WHEN COALESCE(last_used_at, 0) > ?1 THEN last_used_at ELSE ?1 END
+                     WHERE id = ?2",
                     params![at, id],
                 )?;
             }
@@ -167,7 +198,7 @@ impl Catalog {
     }
 }
 
-fn lookup(conn: &Connection, kind: SecretKind, hash: &[u8]) -> Result<Option<Hit>> {
+fn lookup(conn: &Conn, kind: SecretKind, hash: &[u8]) -> Result<Option<Hit>> {
     Ok(conn
         .prepare_cached(
             "SELECT s.id, s.team_id, t.events_enabled FROM secrets s
@@ -177,7 +208,7 @@ fn lookup(conn: &Connection, kind: SecretKind, hash: &[u8]) -> Result<Option<Hit
         .query_row(params![hash, kind.as_str()], |r| {
             Ok(Hit {
                 id: r.get(0)?,
-                team: TeamId::from(r.get::<_, String>(1)?.as_str()),
+                team: TeamId::from(r.get::<String>(1)?.as_str()),
                 events_enabled: r.get(2)?,
             })
         })
