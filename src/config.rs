@@ -14,6 +14,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Where state lives: data dir, catalog, object store.
     pub storage: StorageConfig,
+    /// The catalog database: SQLite under the data dir, or PostgreSQL.
+    pub catalog: CatalogConfig,
     /// Admission limits for the ingestion endpoint.
     pub ingest: IngestConfig,
     /// When team buffers are written out as Parquet.
@@ -121,6 +123,23 @@ impl Default for StorageConfig {
             url: String::new(),
             prefix: String::new(),
         }
+    }
+}
+
+/// `[catalog]`
+#[derive(Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Empty: SQLite at `<data_dir>/catalog.sqlite` (the embedded default). Else
+    /// `postgres://user:password@host:port/db`: a PostgreSQL catalog several nodes can share.
+    pub url: String,
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogConfig")
+            .field("url", &crate::catalog::db::postgres::redact(&self.url))
+            .finish()
     }
 }
 
@@ -629,9 +648,16 @@ impl Config {
         }
     }
 
-    /// Path of the SQLite catalog.
+    /// Path of the SQLite catalog (used when `catalog.url` is empty).
     pub fn catalog_path(&self) -> PathBuf {
         self.storage.data_dir.join("catalog.sqlite")
+    }
+
+    /// Where the catalog lives: `catalog.url`, or the SQLite file under the data dir.
+    pub fn catalog_location(
+        &self,
+    ) -> Result<crate::catalog::Location, crate::catalog::CatalogError> {
+        crate::catalog::Location::from_url(&self.catalog.url, self.catalog_path())
     }
 }
 

@@ -325,7 +325,7 @@ impl Catalog {
             let tx = c.write_transaction()?;
             let n = tx.execute(
                 "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1)
-                 WHERE id = ?2 AND kind = ?3 AND (?4 IS NULL OR (team_id = ?4 AND revoked_at IS NULL))",
+                 WHERE id = ?2 AND kind = ?3 AND (CAST(?4 AS TEXT) IS NULL OR (team_id = ?4 AND revoked_at IS NULL))",
                 params![now_ms(), id, kind.as_str(), team_id],
             )?;
             tx.notify_auth_changed()?;

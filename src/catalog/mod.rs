@@ -20,6 +20,9 @@ mod tables;
 mod users;
 mod workspace;
 
+#[cfg(test)]
+pub(crate) mod testdb;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -122,10 +122,16 @@ mod tests {
 
     #[test]
     fn a_commit_needs_a_live_reservation_and_collectors_spare_live_writers() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.sqlite");
-        let writer = Catalog::open(&path).unwrap();
-        let collector = Catalog::open(&path).unwrap(); // another process
+        for db in crate::catalog::testdb::each() {
+            a_commit_needs_a_live_reservation_and_collectors_spare_live_writers_on(&db);
+        }
+    }
+
+    fn a_commit_needs_a_live_reservation_and_collectors_spare_live_writers_on(
+        db: &crate::catalog::testdb::TestDb,
+    ) {
+        let writer = db.open();
+        let collector = db.open(); // another process
         let team = TeamId::from(writer.create_team("t").unwrap().as_str());
 
         let err = writer.commit_files(&team, &[file("unreserved")], 1);

@@ -317,8 +317,13 @@ mod tests {
 
     #[test]
     fn commits_widen_the_schema_and_keep_file_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let cat = Catalog::open(&dir.path().join("c.sqlite")).unwrap();
+        for db in crate::catalog::testdb::each() {
+            commits_widen_the_schema_and_keep_file_order_on(&db);
+        }
+    }
+
+    fn commits_widen_the_schema_and_keep_file_order_on(db: &crate::catalog::testdb::TestDb) {
+        let cat = db.open();
         let team_id = cat.create_team("t").unwrap();
         let team = TeamId::from(team_id.as_str());
         assert!(cat.snapshot(&team, "x").unwrap().is_none());

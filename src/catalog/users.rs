@@ -484,16 +484,21 @@ fn ensure_other_owner(tx: &Conn, team_id: &str, user_id: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn catalog() -> (tempfile::TempDir, Catalog, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("catalog.sqlite")).unwrap();
+    fn catalog(db: &crate::catalog::testdb::TestDb) -> (Catalog, String) {
+        let c = db.open();
         let team = c.create_team("t").unwrap();
-        (dir, c, team)
+        (c, team)
     }
 
     #[test]
     fn a_team_always_keeps_an_owner() {
-        let (_d, c, team) = catalog();
+        for db in crate::catalog::testdb::each() {
+            a_team_always_keeps_an_owner_on(&db);
+        }
+    }
+
+    fn a_team_always_keeps_an_owner_on(db: &crate::catalog::testdb::TestDb) {
+        let (c, team) = catalog(db);
         let a = c
             .create_user(&team, Some("A@x.io"), "a", Role::Owner)
             .unwrap();
@@ -532,7 +537,13 @@ mod tests {
 
     #[test]
     fn links_work_once_and_expire() {
-        let (_d, c, team) = catalog();
+        for db in crate::catalog::testdb::each() {
+            links_work_once_and_expire_on(&db);
+        }
+    }
+
+    fn links_work_once_and_expire_on(db: &crate::catalog::testdb::TestDb) {
+        let (c, team) = catalog(db);
         let invite = LinkKind::Invite {
             email: "new@x.io".into(),
             role: Role::Member,

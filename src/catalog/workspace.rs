@@ -145,7 +145,7 @@ impl Catalog {
         self.with(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {ELEMENT_COLUMNS} FROM elements e JOIN canvases cv ON cv.id = e.canvas_id
-                 WHERE cv.team_id = ?1 AND (?2 IS NULL OR cv.id = ?2) ORDER BY e.created_at, e.id"
+                 WHERE cv.team_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR cv.id = ?2) ORDER BY e.created_at, e.id"
             ))?;
             let rows = st.query_map(params![team_id, canvas], element_row)?;
             Ok(rows.collect::<DbResult<_>>()?)

@@ -61,10 +61,10 @@ pub fn config(url: &str) -> DbResult<tokio_postgres::Config> {
 pub fn redact(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => match rest.split_once('@') {
-            Some((user, host)) => {
-                let user = user.split_once(':').map_or(user, |(u, _)| u);
-                format!("{scheme}://{user}:***@{host}")
-            }
+            Some((user, host)) => match user.split_once(':') {
+                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                None => url.to_string(),
+            },
             None => url.to_string(),
         },
         None => "(not a URL)".into(),
@@ -313,5 +313,6 @@ mod tests {
             "postgres://u:***@db:5432/x"
         );
         assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+        assert_eq!(redact("postgres://u@db/x"), "postgres://u@db/x");
     }
 }
