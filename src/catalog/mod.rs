@@ -21,6 +21,8 @@ mod users;
 mod workspace;
 
 #[cfg(test)]
+mod backend_tests;
+#[cfg(test)]
 pub(crate) mod testdb;
 
 use std::fmt;
@@ -204,11 +206,13 @@ impl Catalog {
     /// Opens (migrating if needed) the PostgreSQL catalog at `url`. The database must exist.
     pub fn open_postgres(url: &str) -> Result<Catalog> {
         let config = db::postgres::config(url)?;
-        let first = Conn::Pg(db::PgConn::open(config.clone())?);
+        let first = Conn::Pg(Box::new(db::PgConn::open(config.clone())?));
         migrations_pg::migrate(&first)?;
         let mut conns = vec![Mutex::new(first)];
         for _ in 1..POOL_SIZE {
-            conns.push(Mutex::new(Conn::Pg(db::PgConn::open(config.clone())?)));
+            conns.push(Mutex::new(Conn::Pg(Box::new(db::PgConn::open(
+                config.clone(),
+            )?))));
         }
         let listener = db::listen::Listener::start(config.clone());
         if !listener.wait_up(Duration::from_secs(5)) {
@@ -217,7 +221,10 @@ impl Catalog {
             );
         }
         Ok(Catalog {
-            auth: auth::AuthCache::new(Conn::Pg(db::PgConn::open(config)?), Some(listener)),
+            auth: auth::AuthCache::new(
+                Conn::Pg(Box::new(db::PgConn::open(config)?)),
+                Some(listener),
+            ),
             conns,
             next: AtomicUsize::new(0),
             owner: new_owner(),

@@ -276,7 +276,7 @@ pub enum Conn {
     /// SQLite.
     Sqlite(rusqlite::Connection),
     /// PostgreSQL.
-    Pg(PgConn),
+    Pg(Box<PgConn>),
 }
 
 impl Conn {
