@@ -368,7 +368,7 @@ impl Conn {
     pub fn read_transaction(&self) -> DbResult<Tx<'_>> {
         match self {
             Conn::Sqlite(c) => c.execute_batch("BEGIN DEFERRED")?,
-            Conn::Pg(c) => c.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
+            Conn::Pg(c) => c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")?,
         }
         Ok(Tx {
             conn: self,
@@ -411,7 +411,12 @@ impl std::ops::Deref for Tx<'_> {
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
         if !self.done {
-            let _ = self.conn.execute_batch("ROLLBACK");
+            match self.conn {
+                Conn::Sqlite(c) => {
+                    let _ = c.execute_batch("ROLLBACK");
+                }
+                Conn::Pg(c) => c.rollback(),
+            }
         }
     }
 }

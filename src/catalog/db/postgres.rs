@@ -179,10 +179,28 @@ impl PgConn {
             .collect()
     }
 
+    /// Ends the open transaction, if the connection is still up (a broken connection's
+    /// transaction is gone with it; never reconnects just to roll back).
+    pub(super) fn rollback(&self) {
+        let slot = self.client.borrow();
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            let _ = futures::executor::block_on(client.batch_execute("ROLLBACK"));
+        }
+    }
+
     pub(super) fn begin_write(&self) -> DbResult<()> {
-        self.batch(&format!(
+        self.begin(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
         ))
+    }
+
+    /// Starts a transaction with `sql`; if that fails half way, nothing stays open.
+    pub(super) fn begin(&self, sql: &str) -> DbResult<()> {
+        let out = self.batch(sql);
+        if out.is_err() {
+            self.rollback();
+        }
+        out
     }
 }
 
