@@ -46,13 +46,29 @@ pub fn run<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> 
     futures::executor::block_on(runtime().spawn(fut)).expect("catalog PostgreSQL task panicked")
 }
 
-/// Parses a `postgres://` URL, with a connect timeout unless it names one.
+/// Parses a `postgres://` URL, with a connect timeout and TCP keepalives unless it names its own
+/// (`?connect_timeout=…&keepalives_idle=…`, as libpq). Keepalives (10 s idle, then 3 probes
+/// 5 s apart) and a 30 s TCP user timeout make a connection whose server vanished without a word
+/// (host down, network cut) fail within about half a minute instead of hanging for hours — for
+/// the listening connection that is what stops the secret cache being trusted.
 pub fn config(url: &str) -> DbResult<tokio_postgres::Config> {
     let mut config: tokio_postgres::Config = url
         .parse()
         .map_err(|e| DbError::other(format!("catalog.url is not a PostgreSQL URL: {e}")))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_secs(10));
+    }
+    if config.get_keepalives_idle() == tokio_postgres::Config::new().get_keepalives_idle() {
+        config.keepalives_idle(Duration::from_secs(10));
+    }
+    if config.get_keepalives_interval().is_none() {
+        config.keepalives_interval(Duration::from_secs(5));
+    }
+    if config.get_keepalives_retries().is_none() {
+        config.keepalives_retries(3);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(30));
     }
     Ok(config)
 }
@@ -322,6 +338,16 @@ mod tests {
             translate("SELECT '?1', \"a?\" FROM t WHERE a = ?1 AND b = ?12"),
             "SELECT '?1', \"a?\" FROM t WHERE a = $1 AND b = $12"
         );
+    }
+
+    #[test]
+    fn dead_peers_are_noticed_unless_the_url_says_otherwise() {
+        let c = config("postgres://u@db/x").unwrap();
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(10));
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(30)));
+        let c = config("postgres://u@db/x?keepalives_idle=60&connect_timeout=3").unwrap();
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
+        assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(3)));
     }
 
     #[test]
