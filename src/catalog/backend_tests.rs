@@ -276,3 +276,34 @@ fn dropped_connections_are_reopened_and_the_cache_never_serves_stale_secrets() {
         "the listener reconnects"
     );
 }
+
+#[test]
+fn postgres_writers_wait_for_the_lock_a_bounded_time_like_sqlite() {
+    let (_, db) = fresh_pg();
+    let c = db.open();
+    let settings = c
+        .with(|conn| {
+            let tx = conn.write_transaction()?;
+            let show = |name: &str| {
+                tx.query_row(&format!("SHOW {name}"), db::params![], |r| {
+                    r.get::<String>(0)
+                })
+            };
+            let out = (
+                show("lock_timeout")?,
+                show("idle_in_transaction_session_timeout")?,
+            );
+            tx.commit()?;
+            Ok(out)
+        })
+        .unwrap();
+    // PostgreSQL shows them normalised: WRITE_LOCK_WAIT is "10s", WRITE_IDLE_LIMIT "60s".
+    assert_eq!(settings, ("10s".to_string(), "1min".to_string()));
+    // Outside a write transaction the server's defaults apply again.
+    let lock_timeout = c
+        .with(
+            |conn| Ok(conn.query_row("SHOW lock_timeout", db::params![], |r| r.get::<String>(0))?),
+        )
+        .unwrap();
+    assert_eq!(lock_timeout, "0");
+}

@@ -23,6 +23,10 @@ use super::{DbError, DbResult, Kind, Row, Value};
 
 /// Advisory lock every write transaction holds until it ends.
 pub const WRITE_LOCK: i64 = 0x7374_6f77_0001;
+/// How long a write transaction waits for [`WRITE_LOCK`] (SQLite's busy timeout is 10 s too).
+pub const WRITE_LOCK_WAIT: &str = "10s";
+/// A write transaction idle this long (between statements) is ended by the server.
+pub const WRITE_IDLE_LIMIT: &str = "60s";
 /// Advisory lock held while migrating.
 pub const MIGRATE_LOCK: i64 = 0x7374_6f77_0002;
 /// `LISTEN`/`NOTIFY` channel of changes that affect cached secret checks.
@@ -204,9 +208,15 @@ impl PgConn {
         }
     }
 
+    /// Begins a write transaction: waits at most [`WRITE_LOCK_WAIT`] for the write lock (then
+    /// fails, as SQLite's busy timeout does), and has the server end the session if the
+    /// transaction then sits idle for [`WRITE_IDLE_LIMIT`] — a node that hung or vanished with
+    /// the lock must not stop every other node's writes for longer than that.
     pub(super) fn begin_write(&self) -> DbResult<()> {
         self.begin(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+            "BEGIN; SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'; \
+             SET LOCAL idle_in_transaction_session_timeout = '{WRITE_IDLE_LIMIT}'; \
+             SELECT pg_advisory_xact_lock({WRITE_LOCK})"
         ))
     }
 
