@@ -3,6 +3,13 @@
 //! events off, so it arrives once that commits, on every node) bumps a generation the cache
 //! compares with the one it was filled at. While the connection is down the generation is
 //! unknown and the cache must not be trusted; it reconnects every half second.
+//!
+//! The one window: a notification sent after the listening connection broke but before this
+//! process noticed is lost, and until it notices, the cache is still trusted. Noticing takes
+//! the time to read the closed socket when the server restarts or ends the connection (well
+//! under a millisecond; a restart itself takes far longer), and at most about 30 s when the
+//! server vanishes silently (TCP keepalives and user timeout, see [`super::postgres::config`]).
+//! On reconnecting, the generation moves on, so nothing cached before survives.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
