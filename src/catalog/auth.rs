@@ -1,19 +1,20 @@
 //! Checking data keys and events tokens on the request path without a catalog query each time:
-//! a cache of live secrets (by SHA-256) on a dedicated read connection.
+//! a cache of live secrets (by SHA-256) on a dedicated read connection. `last_used_at` is
+//! recorded in memory and written by [`Catalog::write_last_used`] off the request path.
 //!
 //! On PostgreSQL the cache is emptied whenever a transaction that can end a secret's validity
-//! (revocation, events turned off) commits on any node: it sends `NOTIFY` (see [`super::db::listen`]),
-//! so a change takes effect on every node as soon as the notification arrives — no polling. While
-//! the listening connection is down, nothing is cached: every check queries the catalog.
+//! (revocation, events turned on or off) commits on any node: it sends `NOTIFY` (see
+//! [`super::db::listen`]), delivered once it commits, so a change takes effect on every node as
+//! soon as the notification arrives (on one machine, well under a millisecond) — no polling. This
+//! process's own changes empty its cache at once. While the listening connection is down,
+//! nothing is cached: every check queries the catalog.
 //!
 //! On SQLite the cache is emptied whenever anything has committed since it was filled
-//! (`PRAGMA data_version`, which
-//! changes when *another* connection — this process's pool or another process such as the
-//! admin CLI — commits). The pragma takes SQLite's shared lock (a few syscalls), so it is
-//! re-read at most every [`RECHECK`] — 1 ms: a secret revoked by another process (the admin CLI)
-//! stops working for every request that starts a millisecond after the revocation committed;
-//! one revoked through this process's catalog, at the very next request. `last_used_at` is recorded in
-//! memory and written by [`Catalog::write_last_used`] off the request path.
+//! (`PRAGMA data_version`, which changes when *another* connection — this process's pool or
+//! another process such as the admin CLI — commits). The pragma takes SQLite's shared lock (a
+//! few syscalls), so it is re-read at most every [`RECHECK`] — 1 ms: a secret revoked by another
+//! process (the admin CLI) stops working for every request that starts a millisecond after the
+//! revocation committed; one revoked through this process's catalog, at the very next request.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -100,6 +100,25 @@ impl Cluster {
         }
     }
 
+    /// Restarts the server (`pg_ctl restart -m fast`: every connection is dropped). Only for a
+    /// test binary of its own: other tests of the process share the cluster.
+    pub fn restart(&self) {
+        let out = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .arg("-l")
+            .arg(self.dir.join("log"))
+            .args(["-m", "fast", "-w", "-t", "60", "restart"])
+            .output()
+            .expect("running pg_ctl restart");
+        assert!(
+            out.status.success(),
+            "pg_ctl restart: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(self.bin.join(program));
         if let Some((uid, gid)) = self.user {
