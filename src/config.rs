@@ -732,6 +732,37 @@ mod tests {
     }
 
     #[test]
+    fn the_catalog_url_comes_from_the_environment_and_its_password_stays_out_of_logs() {
+        let c = Config::load(
+            None,
+            env(&[(
+                "STOWAGE_CATALOG__URL",
+                "postgres://u:hunter2@db:5432/stowage",
+            )]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(matches!(
+            c.catalog_location().unwrap(),
+            crate::catalog::Location::Postgres(url) if url.ends_with("@db:5432/stowage")
+        ));
+        let shown = format!("{:?} {:?}", c, c.catalog_location().unwrap());
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let d = Config::default();
+        assert_eq!(
+            d.catalog_location().unwrap(),
+            crate::catalog::Location::Sqlite(d.catalog_path())
+        );
+        let mut bad = Config::default();
+        bad.catalog.url = "mysql://u:hunter2@db/x".into();
+        let err = bad.catalog_location().unwrap_err().to_string();
+        assert!(
+            err.contains("catalog.url") && !err.contains("hunter2"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn edge_settings_come_from_the_environment() {
         let c = Config::load(
             None,
