@@ -77,18 +77,36 @@ pub fn config(url: &str) -> DbResult<tokio_postgres::Config> {
     Ok(config)
 }
 
-/// A URL fit for logs: the password, if any, replaced by `***`.
+/// A URL fit for logs: the password, if any — after the user name (`user:pw@`, even one with an
+/// unescaped `@`) or as a `password=` parameter — replaced by `***`.
 pub fn redact(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('@') {
-            Some((user, host)) => match user.split_once(':') {
-                Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-                None => url.to_string(),
-            },
-            None => url.to_string(),
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".into();
+    };
+    let (base, query) = match rest.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (rest, None),
+    };
+    let base = match base.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => base.to_string(),
         },
-        None => "(not a URL)".into(),
+        None => base.to_string(),
+    };
+    let mut out = format!("{scheme}://{base}");
+    if let Some(query) = query {
+        let params: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out
 }
 
 /// Opens a client whose connection task runs on the catalog runtime.
@@ -367,6 +385,11 @@ mod tests {
             "postgres://u:***@db:5432/x"
         );
         assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+        assert_eq!(
+            redact("postgres://u:p@ss@db/x?sslmode=disable&password=s3cret"),
+            "postgres://u:***@db/x?sslmode=disable&password=***"
+        );
+        assert_eq!(redact("postgres://db/x?a=1"), "postgres://db/x?a=1");
         assert_eq!(redact("postgres://u@db/x"), "postgres://u@db/x");
     }
 }
