@@ -320,3 +320,38 @@ fn postgres_writers_wait_for_the_lock_a_bounded_time_like_sqlite() {
         .unwrap();
     assert_eq!(lock_timeout, "0");
 }
+
+/// Every table and column of a freshly migrated catalog, sorted.
+fn columns(c: &Catalog) -> Vec<(String, String)> {
+    let sql = match c.with(|conn| Ok(conn.dialect())).unwrap() {
+        db::Dialect::Sqlite => {
+            "SELECT m.name, p.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
+             WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'"
+        }
+        db::Dialect::Postgres => {
+            "SELECT table_name, column_name FROM information_schema.columns
+             WHERE table_schema = current_schema() AND table_name <> 'schema_version'"
+        }
+    };
+    let mut out = c
+        .with(|conn| {
+            Ok(conn.query_all(sql, db::params![], |r| {
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?))
+            })?)
+        })
+        .unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn both_backends_migrate_to_the_same_tables_and_columns() {
+    let mut schemas = each().map(|db| columns(&db.open()));
+    let (sqlite, postgres) = (schemas.next().unwrap(), schemas.next().unwrap());
+    assert!(sqlite.len() > 50, "{sqlite:?}");
+    assert_eq!(
+        sqlite, postgres,
+        "a migration added to one backend needs its twin on the other \
+         (migrations.rs, migrations_pg.rs)"
+    );
+}
