@@ -38,8 +38,10 @@ pub async fn build_state_with_store(
             config.storage.data_dir.display()
         )
     })?;
-    let path = config.catalog_path();
-    let catalog = Arc::new(tokio::task::spawn_blocking(move || Catalog::open(&path)).await??);
+    let location = config.catalog_location()?;
+    tracing::info!(catalog = ?location, "opening the catalog");
+    let catalog =
+        Arc::new(tokio::task::spawn_blocking(move || Catalog::open_location(&location)).await??);
     let flush = FlushCtx {
         catalog: catalog.clone(),
         store: store.clone(),

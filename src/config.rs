@@ -14,6 +14,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Where state lives: data dir, catalog, object store.
     pub storage: StorageConfig,
+    /// The catalog database: SQLite under the data dir, or PostgreSQL.
+    pub catalog: CatalogConfig,
     /// Admission limits for the ingestion endpoint.
     pub ingest: IngestConfig,
     /// When team buffers are written out as Parquet.
@@ -137,6 +139,23 @@ impl Default for StorageConfig {
             s3_multipart_threshold: ByteSize(16 << 20),
             s3_multipart_part_size: ByteSize(8 << 20),
         }
+    }
+}
+
+/// `[catalog]`
+#[derive(Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct CatalogConfig {
+    /// Empty: SQLite at `<data_dir>/catalog.sqlite` (the embedded default). Else
+    /// `postgres://user:password@host:port/db`: a PostgreSQL catalog several nodes can share.
+    pub url: String,
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CatalogConfig")
+            .field("url", &crate::catalog::db::postgres::redact(&self.url))
+            .finish()
     }
 }
 
@@ -651,9 +670,16 @@ impl Config {
         }
     }
 
-    /// Path of the SQLite catalog.
+    /// Path of the SQLite catalog (used when `catalog.url` is empty).
     pub fn catalog_path(&self) -> PathBuf {
         self.storage.data_dir.join("catalog.sqlite")
+    }
+
+    /// Where the catalog lives: `catalog.url`, or the SQLite file under the data dir.
+    pub fn catalog_location(
+        &self,
+    ) -> Result<crate::catalog::Location, crate::catalog::CatalogError> {
+        crate::catalog::Location::from_url(&self.catalog.url, self.catalog_path())
     }
 }
 
@@ -725,6 +751,37 @@ mod tests {
         assert_eq!(c.flush.max_rows, 7, "file beats default");
         assert_eq!(c.server.listen, "127.0.0.1:0", "flag beats env");
         assert_eq!(c.ingest.max_body.0, 32 * 1024, "default");
+    }
+
+    #[test]
+    fn the_catalog_url_comes_from_the_environment_and_its_password_stays_out_of_logs() {
+        let c = Config::load(
+            None,
+            env(&[(
+                "STOWAGE_CATALOG__URL",
+                "postgres://u:hunter2@db:5432/stowage",
+            )]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(matches!(
+            c.catalog_location().unwrap(),
+            crate::catalog::Location::Postgres(url) if url.ends_with("@db:5432/stowage")
+        ));
+        let shown = format!("{:?} {:?}", c, c.catalog_location().unwrap());
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let d = Config::default();
+        assert_eq!(
+            d.catalog_location().unwrap(),
+            crate::catalog::Location::Sqlite(d.catalog_path())
+        );
+        let mut bad = Config::default();
+        bad.catalog.url = "mysql://u:hunter2@db/x".into();
+        let err = bad.catalog_location().unwrap_err().to_string();
+        assert!(
+            err.contains("catalog.url") && !err.contains("hunter2"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -146,7 +146,23 @@ async fn compaction_under_a_slow_download_and_a_paging_cursor() {
 /// one takes each partition's lease, the other skips it — and no row is lost or repeated.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_compactors_at_once_merge_each_partition_once() {
-    let t = TestServer::start(|c| c.compaction.enabled = false).await;
+    two_compactors_at_once(String::new()).await;
+}
+
+/// The same on a PostgreSQL catalog (leases and swaps under its write lock).
+#[tokio::test(flavor = "multi_thread")]
+async fn two_compactors_at_once_merge_each_partition_once_on_postgres() {
+    two_compactors_at_once(common::pg::database_url()).await;
+}
+
+/// `catalog_url`: empty for SQLite under the data dir.
+async fn two_compactors_at_once(catalog_url: String) {
+    let url = catalog_url.clone();
+    let t = TestServer::start(move |c| {
+        c.compaction.enabled = false;
+        c.catalog.url = url;
+    })
+    .await;
     for f in 0..12 {
         for i in 0..5 {
             let n = f * 5 + i;
@@ -160,7 +176,9 @@ async fn two_compactors_at_once_merge_each_partition_once() {
         }
         t.flush().await;
     }
-    let path = t.dir.path().join("catalog.sqlite");
+    let location =
+        stowage::catalog::Location::from_url(&catalog_url, t.dir.path().join("catalog.sqlite"))
+            .unwrap();
     let compactor = |catalog| Compactor {
         catalog,
         store: t.srv().state.store.clone(),
@@ -172,10 +190,10 @@ async fn two_compactors_at_once_merge_each_partition_once() {
         },
     };
     let a = compactor(std::sync::Arc::new(
-        stowage::catalog::Catalog::open(&path).unwrap(),
+        stowage::catalog::Catalog::open_location(&location).unwrap(),
     ));
     let b = compactor(std::sync::Arc::new(
-        stowage::catalog::Catalog::open(&path).unwrap(),
+        stowage::catalog::Catalog::open_location(&location).unwrap(),
     ));
     let (sa, sb) = tokio::join!(a.compact_once(), b.compact_once());
     let (sa, sb) = (sa.unwrap(), sb.unwrap());

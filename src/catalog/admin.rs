@@ -1,7 +1,7 @@
 //! Operator and owner actions on the catalog: teams, users, the events flag, keys and tokens,
 //! canvases and elements, and the secret look-ups the HTTP edge authenticates with.
 
-use rusqlite::{OptionalExtension, params};
+use super::db::{DbResult, OptionalExtension, params};
 use serde::Serialize;
 
 use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
@@ -171,14 +171,14 @@ impl Catalog {
         self.with(|c| {
             let mut st =
                 c.prepare("SELECT id, name, events_enabled FROM teams ORDER BY created_at, id")?;
-            let rows = st.query_map([], |r| {
+            let rows = st.query_map(params![], |r| {
                 Ok(Team {
                     id: r.get(0)?,
                     name: r.get(1)?,
                     events_enabled: r.get(2)?,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -202,10 +202,13 @@ impl Catalog {
     pub fn set_events_enabled(&self, team: &str, enabled: bool) -> Result<Team> {
         let mut team = self.find_team(team)?;
         self.with(|c| {
-            c.execute(
+            let tx = c.write_transaction()?;
+            tx.execute(
                 "UPDATE teams SET events_enabled = ?1 WHERE id = ?2",
                 params![enabled, team.id],
             )?;
+            tx.notify_auth_changed()?;
+            tx.commit()?;
             Ok(())
         })?;
         self.auth_changed();
@@ -299,7 +302,7 @@ impl Catalog {
                     revoked_at: r.get(5)?,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -319,11 +322,14 @@ impl Catalog {
         id: &str,
     ) -> Result<()> {
         self.with(|c| {
-            let n = c.execute(
+            let tx = c.write_transaction()?;
+            let n = tx.execute(
                 "UPDATE secrets SET revoked_at = COALESCE(revoked_at, ?1)
-                 WHERE id = ?2 AND kind = ?3 AND (?4 IS NULL OR (team_id = ?4 AND revoked_at IS NULL))",
+                 WHERE id = ?2 AND kind = ?3 AND (CAST(?4 AS TEXT) IS NULL OR (team_id = ?4 AND revoked_at IS NULL))",
                 params![now_ms(), id, kind.as_str(), team_id],
             )?;
+            tx.notify_auth_changed()?;
+            tx.commit()?;
             if n == 0 {
                 return Err(CatalogError::NotFound(format!(
                     "no {} with id {id:?}",
@@ -428,13 +434,13 @@ impl Catalog {
                      WHERE e.id = ?1 AND cv.id = ?2 AND cv.team_id = ?3",
                 )?
                 .query_row(params![element, canvas, team.as_str()], |r| {
-                    let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+                    let json = |i: usize| -> DbResult<Option<String>> { r.get(i) };
                     Ok(Element {
                         id: r.get(0)?,
                         source: r.get(1)?,
                         columns: json(2)?.and_then(|s| serde_json::from_str(&s).ok()),
                         filters: json(3)?.and_then(|s| serde_json::from_str(&s).ok()),
-                        limit: r.get::<_, Option<i64>>(4)?.map(|l| l.max(0) as u64),
+                        limit: r.get::<Option<i64>>(4)?.map(|l| l.max(0) as u64),
                     })
                 })
                 .optional()?;

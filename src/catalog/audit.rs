@@ -1,7 +1,7 @@
 //! The audit log (who did what to a team, when, from which address — never a secret) and the
 //! owners' requests to enable events, which the operator lists and grants.
 
-use rusqlite::params;
+use super::db::{DbResult, params};
 use serde::Serialize;
 
 use super::{Catalog, Result, now_ms, secrets};
@@ -112,7 +112,7 @@ impl Catalog {
                     })
                 },
             )?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -120,8 +120,8 @@ impl Catalog {
     /// returns the open one). Returns (request id, whether it is new).
     pub fn request_events(&self, team_id: &str, user_id: &str) -> Result<(String, bool)> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let open: Option<String> = rusqlite::OptionalExtension::optional(tx.query_row(
+            let tx = c.write_transaction()?;
+            let open: Option<String> = super::db::OptionalExtension::optional(tx.query_row(
                 "SELECT id FROM events_requests WHERE team_id = ?1 AND resolved_at IS NULL",
                 [team_id],
                 |r| r.get(0),
@@ -148,7 +148,7 @@ impl Catalog {
                  LEFT JOIN users u ON u.id = r.requested_by
                  WHERE r.resolved_at IS NULL ORDER BY r.requested_at, r.id",
             )?;
-            let rows = st.query_map([], |r| {
+            let rows = st.query_map(params![], |r| {
                 Ok(EventsRequest {
                     id: r.get(0)?,
                     team_id: r.get(1)?,
@@ -158,7 +158,7 @@ impl Catalog {
                     requested_at: r.get(5)?,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 

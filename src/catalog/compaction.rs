@@ -1,7 +1,7 @@
 //! Catalog side of compaction: finding tables with runs of small files, swapping a run for its
 //! merged file in one transaction, and tracking retired objects until they are deleted.
 
-use rusqlite::{OptionalExtension, params};
+use super::db::{DbResult, OptionalExtension, params};
 
 use super::tables::merge_schema_tx;
 use super::{Catalog, NewDataFile, Result, TeamId, now_ms};
@@ -38,12 +38,9 @@ impl Catalog {
                  GROUP BY team_id, table_name HAVING COUNT(*) >= ?2",
             )?;
             let rows = st.query_map(params![small_bytes as i64, min_files as i64], |r| {
-                Ok((
-                    TeamId(r.get::<_, String>(0)?.into()),
-                    r.get::<_, String>(1)?,
-                ))
+                Ok((TeamId(r.get::<String>(0)?.into()), r.get::<String>(1)?))
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -59,23 +56,29 @@ impl Catalog {
                     id: r.get(0)?,
                     path: r.get(1)?,
                     partition: r.get(2)?,
-                    rows: r.get::<_, i64>(3)? as u64,
-                    bytes: r.get::<_, i64>(4)? as u64,
+                    rows: r.get::<i64>(3)? as u64,
+                    bytes: r.get::<i64>(4)? as u64,
                     sort_key: r.get(5)?,
-                    watermark: r.get::<_, i64>(6)?.max(0) as u64,
+                    watermark: r.get::<i64>(6)?.max(0) as u64,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
     /// Whether every file of `files` is still live (not replaced by another compaction).
     pub fn all_live(&self, files: &[LiveFile]) -> Result<bool> {
         self.with(|c| {
-            let mut st =
-                c.prepare_cached("SELECT 1 FROM data_files WHERE id = ?1 AND retired_at IS NULL")?;
+            let tx = c.read_transaction()?;
             for f in files {
-                if !st.exists([f.id])? {
+                let live: Option<i64> = tx
+                    .query_row(
+                        "SELECT 1 FROM data_files WHERE id = ?1 AND retired_at IS NULL",
+                        [f.id],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                if live.is_none() {
                     return Ok(false);
                 }
             }
@@ -93,7 +96,7 @@ impl Catalog {
         new: &NewDataFile,
     ) -> Result<bool> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let now = now_ms();
             for f in old {
                 let live: Option<i64> = tx
@@ -141,7 +144,7 @@ impl Catalog {
                 "SELECT id, path FROM data_files WHERE retired_at IS NOT NULL AND retired_at < ?1 AND deleted_at IS NULL",
             )?;
             let rows = st.query_map([cutoff_ms], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 

@@ -4,7 +4,7 @@
 //! blocks the work, and the work itself stays safe without the lease (a compaction swap checks
 //! that its inputs are still live), so the lease saves wasted work rather than guarding data.
 
-use rusqlite::params;
+use super::db::params;
 
 use super::{Catalog, Result, now_ms};
 
@@ -38,42 +38,40 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn one_writer_holds_a_lease_until_it_releases_or_it_expires() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.sqlite");
-        // Two processes' catalogs: two writers.
-        let (a, b) = (Catalog::open(&path).unwrap(), Catalog::open(&path).unwrap());
-        assert!(a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap());
-        assert!(
-            !b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
-            "held by a"
-        );
-        assert!(
-            b.try_lease("compact:t:x:date=2026-01-02", 60_000).unwrap(),
-            "another name"
-        );
-        assert!(
-            a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
-            "a renews"
-        );
-        b.release_lease("compact:t:x:date=2026-01-01").unwrap();
-        assert!(
-            !b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
-            "b cannot release a's"
-        );
-        a.release_lease("compact:t:x:date=2026-01-01").unwrap();
-        assert!(
-            b.try_lease("compact:t:x:date=2026-01-01", 0).unwrap(),
-            "released"
-        );
-        // b's lease had no time to live: it has expired, so a can take it over.
-        assert!(
-            a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
-            "expired"
-        );
-        assert!(!b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap());
+        for db in crate::catalog::testdb::each() {
+            // Two processes' catalogs: two writers.
+            let (a, b) = (db.open(), db.open());
+            assert!(a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap());
+            assert!(
+                !b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
+                "held by a"
+            );
+            assert!(
+                b.try_lease("compact:t:x:date=2026-01-02", 60_000).unwrap(),
+                "another name"
+            );
+            assert!(
+                a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
+                "a renews"
+            );
+            b.release_lease("compact:t:x:date=2026-01-01").unwrap();
+            assert!(
+                !b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
+                "b cannot release a's"
+            );
+            a.release_lease("compact:t:x:date=2026-01-01").unwrap();
+            assert!(
+                b.try_lease("compact:t:x:date=2026-01-01", 0).unwrap(),
+                "released"
+            );
+            // b's lease had no time to live: it has expired, so a can take it over.
+            assert!(
+                a.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap(),
+                "expired"
+            );
+            assert!(!b.try_lease("compact:t:x:date=2026-01-01", 60_000).unwrap());
+        }
     }
 }

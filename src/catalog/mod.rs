@@ -1,13 +1,17 @@
 //! The catalog: teams, users, secrets, canvases, elements, warehouse tables and committed data
-//! files, in SQLite (embedded) under the data dir. Every process (server or CLI) opens the same
-//! file, so an admin change takes effect on a running server at its next request.
+//! files — in SQLite (embedded, under the data dir; the default) or in PostgreSQL
+//! (`catalog.url = "postgres://…"`, shared by several nodes), through one interface
+//! ([`db`]). Every process (server or CLI) opens the same catalog, so an admin change takes
+//! effect on a running server at its next request.
 
 mod admin;
 mod audit;
 mod auth;
 mod compaction;
+pub mod db;
 mod leases;
 mod migrations;
+mod migrations_pg;
 mod pending;
 pub mod secrets;
 mod sessions;
@@ -17,13 +21,18 @@ mod users;
 mod watermarks;
 mod workspace;
 
+#[cfg(test)]
+mod backend_tests;
+#[cfg(test)]
+pub(crate) mod testdb;
+
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::Connection;
+use db::{Conn, DbError};
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
@@ -60,9 +69,9 @@ impl From<&str> for TeamId {
 /// What went wrong in the catalog.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
-    /// SQLite failed.
+    /// The database (SQLite or PostgreSQL) failed.
     #[error("catalog database: {0}")]
-    Db(#[from] rusqlite::Error),
+    Db(#[from] DbError),
     /// Opening the file or its directory failed.
     #[error("catalog file: {0}")]
     Io(#[from] std::io::Error),
@@ -98,10 +107,48 @@ pub enum CatalogError {
 /// Result alias for catalog calls.
 pub type Result<T> = std::result::Result<T, CatalogError>;
 
-/// A small pool of SQLite connections to one catalog file. Calls are short and synchronous;
-/// long ones (commits) should run on a blocking thread.
+/// Where the catalog lives.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database (`postgres://…` URL).
+    Postgres(String),
+}
+
+impl Location {
+    /// `catalog.url`: empty for the SQLite file `default_path`, else a `postgres://` or
+    /// `postgresql://` URL.
+    pub fn from_url(url: &str, default_path: PathBuf) -> Result<Location> {
+        if url.is_empty() {
+            Ok(Location::Sqlite(default_path))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Location::Postgres(url.to_string()))
+        } else {
+            Err(CatalogError::Invalid {
+                field: "catalog.url",
+                message: format!(
+                    "catalog.url must be empty (SQLite under the data dir) or postgres://…, not {}",
+                    db::postgres::redact(url)
+                ),
+            })
+        }
+    }
+}
+
+impl fmt::Debug for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
+            Location::Postgres(url) => f.write_str(&db::postgres::redact(url)),
+        }
+    }
+}
+
+/// A small pool of connections to one catalog. Calls are short and synchronous; long ones
+/// (commits) should run on a blocking thread.
 pub struct Catalog {
-    conns: Vec<Mutex<Connection>>,
+    conns: Vec<Mutex<Conn>>,
     next: AtomicUsize,
     /// This process as a writer of objects (random per open): owns its reservations.
     owner: String,
@@ -120,36 +167,77 @@ impl fmt::Debug for Catalog {
 const POOL_SIZE: usize = 4;
 
 impl Catalog {
-    /// Opens (creating and migrating if needed) the catalog at `path`.
+    /// Opens (creating and migrating if needed) the catalog at `location`.
+    pub fn open_location(location: &Location) -> Result<Catalog> {
+        match location {
+            Location::Sqlite(path) => Catalog::open(path),
+            Location::Postgres(url) => Catalog::open_postgres(url),
+        }
+    }
+
+    /// Opens (creating and migrating if needed) the SQLite catalog at `path`.
     pub fn open(path: &Path) -> Result<Catalog> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
+        let sqlite = |e: rusqlite::Error| CatalogError::Db(e.into());
         let mut conns = Vec::with_capacity(POOL_SIZE);
         for i in 0..POOL_SIZE {
-            let mut conn = Connection::open(path)?;
-            conn.busy_timeout(Duration::from_secs(10))?;
-            conn.pragma_update(None, "journal_mode", "WAL")?;
-            conn.pragma_update(None, "synchronous", "FULL")?;
+            let mut conn = rusqlite::Connection::open(path).map_err(sqlite)?;
+            conn.busy_timeout(Duration::from_secs(10)).map_err(sqlite)?;
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(sqlite)?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(sqlite)?;
             if i == 0 {
-                migrations::migrate(&mut conn)?;
+                migrations::migrate(&mut conn).map_err(sqlite)?;
             }
-            conn.pragma_update(None, "foreign_keys", true)?;
-            conns.push(Mutex::new(conn));
+            conn.pragma_update(None, "foreign_keys", true)
+                .map_err(sqlite)?;
+            conns.push(Mutex::new(Conn::Sqlite(conn)));
         }
-        let auth = Connection::open(path)?;
-        auth.busy_timeout(Duration::from_secs(10))?;
+        let auth = rusqlite::Connection::open(path).map_err(sqlite)?;
+        auth.busy_timeout(Duration::from_secs(10)).map_err(sqlite)?;
         Ok(Catalog {
-            auth: auth::AuthCache::new(auth),
+            auth: auth::AuthCache::new(Conn::Sqlite(auth), None),
             conns,
             next: AtomicUsize::new(0),
-            owner: format!("w_{}", uuid::Uuid::now_v7().simple()),
+            owner: new_owner(),
+            wal: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Opens (migrating if needed) the PostgreSQL catalog at `url`. The database must exist.
+    pub fn open_postgres(url: &str) -> Result<Catalog> {
+        let config = db::postgres::config(url)?;
+        let first = Conn::Pg(Box::new(db::PgConn::open(config.clone())?));
+        migrations_pg::migrate(&first)?;
+        let mut conns = vec![Mutex::new(first)];
+        for _ in 1..POOL_SIZE {
+            conns.push(Mutex::new(Conn::Pg(Box::new(db::PgConn::open(
+                config.clone(),
+            )?))));
+        }
+        let listener = db::listen::Listener::start(config.clone());
+        if !listener.wait_up(Duration::from_secs(5)) {
+            tracing::warn!(
+                "catalog notifications are not up yet; secret checks query the catalog each time until they are"
+            );
+        }
+        Ok(Catalog {
+            auth: auth::AuthCache::new(
+                Conn::Pg(Box::new(db::PgConn::open(config)?)),
+                Some(listener),
+            ),
+            conns,
+            next: AtomicUsize::new(0),
+            owner: new_owner(),
             wal: std::sync::OnceLock::new(),
         })
     }
 
     /// Runs `f` on one of the pooled connections.
-    fn with<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+    fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
         let mut conn = self.conns[i].lock().unwrap_or_else(|p| p.into_inner());
         f(&mut conn)
@@ -157,9 +245,13 @@ impl Catalog {
 
     /// Whether the catalog answers a trivial query.
     pub fn ping(&self) -> bool {
-        self.with(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?))
+        self.with(|c| Ok(c.query_row("SELECT 1", db::params![], |r| r.get::<i64>(0))?))
             .is_ok()
     }
+}
+
+fn new_owner() -> String {
+    format!("w_{}", uuid::Uuid::now_v7().simple())
 }
 
 /// Milliseconds since the epoch, the catalog's time unit.

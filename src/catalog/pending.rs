@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Transaction, params};
+use super::db::{Conn, DbResult, params};
 
 use super::{Catalog, CatalogError, Result, now_ms};
 
@@ -21,11 +21,12 @@ impl Catalog {
     /// Reserves `paths` for this writer (before their objects are put).
     pub fn reserve_objects(&self, paths: &[String]) -> Result<()> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let now = now_ms();
             for p in paths {
                 tx.execute(
-                    "INSERT OR REPLACE INTO pending_objects (path, owner, heartbeat_at) VALUES (?1, ?2, ?3)",
+                    "INSERT INTO pending_objects (path, owner, heartbeat_at) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (path) DO UPDATE SET owner = excluded.owner, heartbeat_at = excluded.heartbeat_at",
                     params![p, self.owner, now],
                 )?;
             }
@@ -64,7 +65,7 @@ impl Catalog {
     /// that must be kept — committed (live or retired) or still reserved.
     pub fn paths_to_keep(&self, stale_before_ms: i64) -> Result<HashSet<String>> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let dropped = tx.execute(
                 "DELETE FROM pending_objects WHERE owner != ?1 AND heartbeat_at < ?2",
                 params![self.owner, stale_before_ms],
@@ -79,8 +80,8 @@ impl Catalog {
                 let mut st = tx.prepare(
                     "SELECT path FROM data_files UNION ALL SELECT path FROM pending_objects",
                 )?;
-                let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-                rows.collect::<rusqlite::Result<HashSet<_>>>()?
+                let rows = st.query_map(params![], |r| r.get::<String>(0))?;
+                rows.collect::<DbResult<HashSet<_>>>()?
             };
             tx.commit()?;
             Ok(keep)
@@ -89,7 +90,7 @@ impl Catalog {
 }
 
 /// Inside a commit: consumes this writer's reservation of `path`, or fails the commit.
-pub(super) fn consume(tx: &Transaction, owner: &str, path: &str) -> Result<()> {
+pub(super) fn consume(tx: &Conn, owner: &str, path: &str) -> Result<()> {
     let n = tx.execute(
         "DELETE FROM pending_objects WHERE path = ?1 AND owner = ?2",
         params![path, owner],
@@ -121,10 +122,16 @@ mod tests {
 
     #[test]
     fn a_commit_needs_a_live_reservation_and_collectors_spare_live_writers() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.sqlite");
-        let writer = Catalog::open(&path).unwrap();
-        let collector = Catalog::open(&path).unwrap(); // another process
+        for db in crate::catalog::testdb::each() {
+            a_commit_needs_a_live_reservation_and_collectors_spare_live_writers_on(&db);
+        }
+    }
+
+    fn a_commit_needs_a_live_reservation_and_collectors_spare_live_writers_on(
+        db: &crate::catalog::testdb::TestDb,
+    ) {
+        let writer = db.open();
+        let collector = db.open(); // another process
         let team = TeamId::from(writer.create_team("t").unwrap().as_str());
 
         let err = writer.commit_files(&team, &[file("unreserved")], 1);

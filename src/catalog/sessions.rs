@@ -3,7 +3,7 @@
 //! (rare next to ingestion), so a revocation is seen by the very next request on any process;
 //! `last_seen_at` / `last_used_at` are written at most once a minute each.
 
-use rusqlite::{OptionalExtension, params};
+use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::admin::Team;
@@ -68,7 +68,7 @@ pub struct SessionLimits {
     pub absolute_ms: i64,
 }
 
-fn team_of(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Team> {
+fn team_of(r: &Row<'_>, at: usize) -> DbResult<Team> {
     Ok(Team {
         id: r.get(at)?,
         name: r.get(at + 1)?,
@@ -140,7 +140,7 @@ impl Catalog {
                                 user: user_row(r, 3)?,
                                 team: team_of(r, 9)?,
                             },
-                            r.get::<_, i64>(2)?,
+                            r.get::<i64>(2)?,
                         ))
                     },
                 )
@@ -220,7 +220,7 @@ impl Catalog {
                             user: user_row(r, 2)?,
                             team: team_of(r, 8)?,
                         },
-                        r.get::<_, i64>(1)?,
+                        r.get::<i64>(1)?,
                     ))
                 })
                 .optional()?;
@@ -254,7 +254,7 @@ impl Catalog {
                     last_used_at: r.get(5)?,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 

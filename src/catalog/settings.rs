@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, params};
+use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::{Catalog, Result, TeamId};
@@ -73,7 +73,7 @@ fn to_u64(v: Option<i64>) -> Option<u64> {
 }
 
 /// The six settings columns of a row, starting at column `at`.
-fn settings_at(r: &rusqlite::Row, at: usize) -> rusqlite::Result<TeamSettings> {
+fn settings_at(r: &Row<'_>, at: usize) -> DbResult<TeamSettings> {
     Ok(TeamSettings {
         flush_interval_ms: to_u64(r.get(at)?),
         flush_max_rows: to_u64(r.get(at + 1)?),
@@ -101,13 +101,13 @@ impl Catalog {
                 "SELECT team_id, flush_interval_ms, flush_max_rows, flush_max_bytes, budget_bytes,
                         rate_per_sec, rate_burst FROM team_settings",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map(params![], |r| {
                 Ok((
-                    TeamId::from(r.get::<_, String>(0)?.as_str()),
+                    TeamId::from(r.get::<String>(0)?.as_str()),
                     settings_at(r, 1)?,
                 ))
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -115,7 +115,7 @@ impl Catalog {
     pub fn set_team_settings(&self, team: &str, change: SettingsChange) -> Result<TeamSettings> {
         let team = self.find_team(team)?;
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let current: TeamSettings = tx
                 .query_row(
                     "SELECT flush_interval_ms, flush_max_rows, flush_max_bytes, budget_bytes,
@@ -151,7 +151,7 @@ impl Catalog {
             )?;
             tx.execute(
                 "UPDATE settings_generation SET generation = generation + 1 WHERE id = 1",
-                [],
+                params![],
             )?;
             tx.commit()?;
             Ok(new)
@@ -163,7 +163,7 @@ impl Catalog {
         self.with(|c| {
             Ok(
                 c.prepare_cached("SELECT generation FROM settings_generation WHERE id = 1")?
-                    .query_row([], |r| r.get(0))?,
+                    .query_row(params![], |r| r.get(0))?,
             )
         })
     }

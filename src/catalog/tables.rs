@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use super::db::{Conn, OptionalExtension, params};
 
 use super::{Catalog, Result, TeamId, now_ms};
 use crate::warehouse::schema::{Column, ColumnType, TableSchema};
@@ -71,7 +71,7 @@ impl Catalog {
             )?;
             let mut out: HashMap<String, TableSchema> = HashMap::new();
             let rows = st.query_map([team.as_str()], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+                Ok((r.get::<String>(0)?, r.get::<String>(1)?, r.get::<String>(2)?))
             })?;
             for row in rows {
                 let (table, name, ty) = row?;
@@ -89,16 +89,16 @@ impl Catalog {
     /// [`super::CatalogError::Reclaimed`].
     pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile], watermark: u64) -> Result<()> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let now = now_ms();
             super::watermarks::raise_tx(&tx, self.wal_key(), team, watermark)?;
             for f in files {
                 super::pending::consume(&tx, &self.owner, &f.path)?;
                 let version = merge_schema_tx(&tx, team, &f.table, &f.schema, now)?;
-                tx.execute(
+                let id: i64 = tx.query_row(
                     "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, min_ts, max_ts,
                                              schema_version, wal_watermark, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) RETURNING id",
                     params![
                         team.as_str(),
                         f.table,
@@ -112,8 +112,9 @@ impl Catalog {
                         watermark as i64,
                         now
                     ],
+                    |r| r.get(0),
                 )?;
-                tx.execute("UPDATE data_files SET sort_key = id WHERE id = last_insert_rowid()", [])?;
+                tx.execute("UPDATE data_files SET sort_key = id WHERE id = ?1", [id])?;
             }
             tx.commit()?;
             Ok(())
@@ -135,7 +136,7 @@ impl Catalog {
         as_of: Option<SnapshotId>,
     ) -> Result<Option<TableSnapshot>> {
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.read_transaction()?;
             let exists: Option<i64> = tx
                 .query_row(
                     "SELECT schema_version FROM wh_tables WHERE team_id = ?1 AND name = ?2",
@@ -150,7 +151,7 @@ impl Catalog {
             let as_of = match as_of {
                 Some(a) => a,
                 None => SnapshotId {
-                    max_file_id: tx.query_row("SELECT COALESCE(MAX(id), 0) FROM data_files", [], |r| r.get(0))?,
+                    max_file_id: tx.query_row("SELECT COALESCE(MAX(id), 0) FROM data_files", params![], |r| r.get(0))?,
                     at_ms: now_ms(),
                 },
             };
@@ -166,10 +167,10 @@ impl Catalog {
                         DataFile {
                             id: r.get(0)?,
                             path: r.get(1)?,
-                            rows: r.get::<_, i64>(2)? as u64,
-                            bytes: r.get::<_, i64>(3)? as u64,
+                            rows: r.get::<i64>(2)? as u64,
+                            bytes: r.get::<i64>(3)? as u64,
                         },
-                        r.get::<_, Option<i64>>(4)?.is_some(),
+                        r.get::<Option<i64>>(4)?.is_some(),
                     ))
                 })?;
                 let mut files = Vec::new();
@@ -191,12 +192,12 @@ impl Catalog {
     }
 }
 
-fn read_schema(tx: &Transaction<'_>, team: &TeamId, table: &str) -> Result<TableSchema> {
+fn read_schema(tx: &Conn, team: &TeamId, table: &str) -> Result<TableSchema> {
     let mut st = tx.prepare_cached(
         "SELECT name, type FROM wh_columns WHERE team_id = ?1 AND table_name = ?2 ORDER BY position",
     )?;
     let rows = st.query_map([team.as_str(), table], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        Ok((r.get::<String>(0)?, r.get::<String>(1)?))
     })?;
     let mut schema = TableSchema::default();
     for row in rows {
@@ -209,7 +210,7 @@ fn read_schema(tx: &Transaction<'_>, team: &TeamId, table: &str) -> Result<Table
 
 /// Widens the stored schema with `file`'s columns; returns the table's schema version.
 pub(super) fn merge_schema_tx(
-    tx: &Transaction<'_>,
+    tx: &Conn,
     team: &TeamId,
     table: &str,
     file: &TableSchema,
@@ -285,8 +286,13 @@ mod tests {
 
     #[test]
     fn commits_widen_the_schema_and_keep_file_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let cat = Catalog::open(&dir.path().join("c.sqlite")).unwrap();
+        for db in crate::catalog::testdb::each() {
+            commits_widen_the_schema_and_keep_file_order_on(&db);
+        }
+    }
+
+    fn commits_widen_the_schema_and_keep_file_order_on(db: &crate::catalog::testdb::TestDb) {
+        let cat = db.open();
         let team_id = cat.create_team("t").unwrap();
         let team = TeamId::from(team_id.as_str());
         assert!(cat.snapshot(&team, "x").unwrap().is_none());

@@ -2,7 +2,7 @@
 //! password hashes (stored as given: the caller hashes), and the one-time links that set a
 //! password or accept an invite.
 
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use super::db::{Conn, DbError, DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::admin::{Role, Team};
@@ -63,7 +63,7 @@ pub struct Link {
 
 pub(super) const USER_COLUMNS: &str = "u.id, u.team_id, u.email, u.name, u.role, u.created_at";
 
-pub(super) fn user_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<User> {
+pub(super) fn user_row(r: &Row<'_>, at: usize) -> DbResult<User> {
     let role: String = r.get(at + 4)?;
     Ok(User {
         id: r.get(at)?,
@@ -109,9 +109,8 @@ pub fn normalize_name(name: &str) -> Result<String> {
     Ok(n.to_string())
 }
 
-fn email_taken(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, Some(m))
-        if f.code == rusqlite::ErrorCode::ConstraintViolation && m.contains("users.email"))
+fn email_taken(e: &DbError) -> bool {
+    e.is_unique_violation("users", "email")
 }
 
 impl Catalog {
@@ -214,14 +213,14 @@ impl Catalog {
                  ORDER BY u.role = 'member', u.created_at, u.id"
             ))?;
             let rows = st.query_map([team_id], |r| user_row(r, 0))?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
     /// Changes a member's role; refuses to leave the team without an owner.
     pub fn set_role(&self, team_id: &str, user_id: &str, role: Role) -> Result<User> {
         self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let user = member(&tx, team_id, user_id)?;
             if user.role == Role::Owner && role == Role::Member {
                 ensure_other_owner(&tx, team_id, user_id)?;
@@ -239,7 +238,7 @@ impl Catalog {
     /// working at once. Keys it created stay (they belong to the team). Never the last owner.
     pub fn remove_member(&self, team_id: &str, user_id: &str) -> Result<User> {
         let user = self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let user = member(&tx, team_id, user_id)?;
             if user.role == Role::Owner {
                 ensure_other_owner(&tx, team_id, user_id)?;
@@ -339,7 +338,7 @@ impl Catalog {
     pub fn use_link(&self, secret: &str, name: Option<&str>, password_hash: &str) -> Result<User> {
         let name = name.map(normalize_name).transpose()?;
         let user_id = self.with(|c| {
-            let tx = c.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx = c.write_transaction()?;
             let Some((id, team_id, kind, _)) = find_link(&tx, secret)? else {
                 return Err(CatalogError::Gone(
                     "this link was already used or has expired".into(),
@@ -384,7 +383,7 @@ impl Catalog {
 }
 
 fn insert_user(
-    c: &Connection,
+    c: &Conn,
     team_id: &str,
     email: Option<&str>,
     name: &str,
@@ -417,7 +416,7 @@ fn insert_user(
     })
 }
 
-fn taken_or(e: rusqlite::Error, email: &str) -> CatalogError {
+fn taken_or(e: DbError, email: &str) -> CatalogError {
     if email_taken(&e) {
         CatalogError::Taken(format!("{email} already has an account"))
     } else {
@@ -427,7 +426,7 @@ fn taken_or(e: rusqlite::Error, email: &str) -> CatalogError {
 
 type LinkRow = (String, String, LinkKind, i64);
 
-fn find_link(c: &Connection, secret: &str) -> Result<Option<LinkRow>> {
+fn find_link(c: &Conn, secret: &str) -> Result<Option<LinkRow>> {
     if !secret.starts_with(LINK_PREFIX) {
         return Ok(None);
     }
@@ -443,7 +442,7 @@ fn find_link(c: &Connection, secret: &str) -> Result<Option<LinkRow>> {
                 } else {
                     LinkKind::Invite {
                         email: r.get(4)?,
-                        role: if r.get::<_, String>(5)? == "owner" {
+                        role: if r.get::<String>(5)? == "owner" {
                             Role::Owner
                         } else {
                             Role::Member
@@ -457,7 +456,7 @@ fn find_link(c: &Connection, secret: &str) -> Result<Option<LinkRow>> {
     Ok(row)
 }
 
-fn member(tx: &Transaction<'_>, team_id: &str, user_id: &str) -> Result<User> {
+fn member(tx: &Conn, team_id: &str, user_id: &str) -> Result<User> {
     tx.query_row(
         &format!(
             "SELECT {USER_COLUMNS} FROM users u WHERE u.id = ?1 AND u.team_id = ?2 AND u.removed_at IS NULL"
@@ -469,7 +468,7 @@ fn member(tx: &Transaction<'_>, team_id: &str, user_id: &str) -> Result<User> {
     .ok_or_else(|| CatalogError::NotFound(format!("no member {user_id:?}")))
 }
 
-fn ensure_other_owner(tx: &Transaction<'_>, team_id: &str, user_id: &str) -> Result<()> {
+fn ensure_other_owner(tx: &Conn, team_id: &str, user_id: &str) -> Result<()> {
     let others: i64 = tx.query_row(
         "SELECT COUNT(*) FROM users WHERE team_id = ?1 AND role = 'owner' AND removed_at IS NULL AND id <> ?2",
         [team_id, user_id],
@@ -485,16 +484,21 @@ fn ensure_other_owner(tx: &Transaction<'_>, team_id: &str, user_id: &str) -> Res
 mod tests {
     use super::*;
 
-    fn catalog() -> (tempfile::TempDir, Catalog, String) {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(&dir.path().join("catalog.sqlite")).unwrap();
+    fn catalog(db: &crate::catalog::testdb::TestDb) -> (Catalog, String) {
+        let c = db.open();
         let team = c.create_team("t").unwrap();
-        (dir, c, team)
+        (c, team)
     }
 
     #[test]
     fn a_team_always_keeps_an_owner() {
-        let (_d, c, team) = catalog();
+        for db in crate::catalog::testdb::each() {
+            a_team_always_keeps_an_owner_on(&db);
+        }
+    }
+
+    fn a_team_always_keeps_an_owner_on(db: &crate::catalog::testdb::TestDb) {
+        let (c, team) = catalog(db);
         let a = c
             .create_user(&team, Some("A@x.io"), "a", Role::Owner)
             .unwrap();
@@ -533,7 +537,13 @@ mod tests {
 
     #[test]
     fn links_work_once_and_expire() {
-        let (_d, c, team) = catalog();
+        for db in crate::catalog::testdb::each() {
+            links_work_once_and_expire_on(&db);
+        }
+    }
+
+    fn links_work_once_and_expire_on(db: &crate::catalog::testdb::TestDb) {
+        let (c, team) = catalog(db);
         let invite = LinkKind::Invite {
             email: "new@x.io".into(),
             role: Role::Member,

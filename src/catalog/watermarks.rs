@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use super::db::{Conn, DbResult, OptionalExtension, params};
 
 use super::{Catalog, Result, TeamId};
 
@@ -31,8 +31,8 @@ impl Catalog {
                 "SELECT t.id, COALESCE(w.watermark, t.wal_watermark) FROM teams t
                  LEFT JOIN wal_watermarks w ON w.team_id = t.id AND w.wal_id = ?1",
             )?;
-            let rows = st.query_map([self.wal_key()], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            let rows = st.query_map(params![self.wal_key()], |r| {
+                Ok((r.get::<String>(0)?, r.get::<i64>(1)?))
             })?;
             let mut out = HashMap::new();
             for row in rows {
@@ -62,12 +62,7 @@ impl Catalog {
 
 /// Raises `team`'s watermark in WAL `wal` to `watermark` (never lowers it; 0 changes nothing:
 /// an import, which comes from no WAL).
-pub(super) fn raise_tx(
-    tx: &Transaction,
-    wal: &str,
-    team: &TeamId,
-    watermark: u64,
-) -> rusqlite::Result<()> {
+pub(super) fn raise_tx(tx: &Conn, wal: &str, team: &TeamId, watermark: u64) -> DbResult<()> {
     if watermark == 0 {
         return Ok(());
     }
@@ -87,9 +82,13 @@ mod tests {
 
     #[test]
     fn each_wal_has_its_own_watermark_and_old_ones_carry_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.sqlite");
-        let (a, b) = (Catalog::open(&path).unwrap(), Catalog::open(&path).unwrap());
+        for db in crate::catalog::testdb::each() {
+            each_wal_has_its_own_watermark_on(&db);
+        }
+    }
+
+    fn each_wal_has_its_own_watermark_on(db: &crate::catalog::testdb::TestDb) {
+        let (a, b) = (db.open(), db.open());
         let team = TeamId::from(a.create_team("t").unwrap().as_str());
         // A watermark from before per-WAL watermarks.
         a.with(|c| {

@@ -2,7 +2,7 @@
 //! renamed, deleted — always scoped to one team, so another team's id reads as missing) and the
 //! warehouse tables with their sizes.
 
-use rusqlite::{OptionalExtension, params};
+use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::{Catalog, CatalogError, Result, TeamId};
@@ -53,8 +53,8 @@ pub struct TableStats {
     pub last_received_at: Option<i64>,
 }
 
-fn element_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ElementRow> {
-    let json = |i: usize| -> rusqlite::Result<Option<String>> { r.get(i) };
+fn element_row(r: &Row<'_>) -> DbResult<ElementRow> {
+    let json = |i: usize| -> DbResult<Option<String>> { r.get(i) };
     Ok(ElementRow {
         id: r.get(0)?,
         canvas_id: r.get(1)?,
@@ -62,7 +62,7 @@ fn element_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ElementRow> {
         source: r.get(3)?,
         columns: json(4)?.and_then(|s| serde_json::from_str(&s).ok()),
         filters: json(5)?.and_then(|s| serde_json::from_str(&s).ok()),
-        limit: r.get::<_, Option<i64>>(6)?.map(|l| l.max(0) as u64),
+        limit: r.get::<Option<i64>>(6)?.map(|l| l.max(0) as u64),
         created_at: r.get(7)?,
     })
 }
@@ -84,7 +84,7 @@ impl Catalog {
                     created_at: r.get(2)?,
                 })
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -145,10 +145,10 @@ impl Catalog {
         self.with(|c| {
             let mut st = c.prepare(&format!(
                 "SELECT {ELEMENT_COLUMNS} FROM elements e JOIN canvases cv ON cv.id = e.canvas_id
-                 WHERE cv.team_id = ?1 AND (?2 IS NULL OR cv.id = ?2) ORDER BY e.created_at, e.id"
+                 WHERE cv.team_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR cv.id = ?2) ORDER BY e.created_at, e.id"
             ))?;
             let rows = st.query_map(params![team_id, canvas], element_row)?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 
@@ -190,21 +190,22 @@ impl Catalog {
     ) -> Result<std::collections::HashMap<String, TableStats>> {
         self.with(|c| {
             let mut st = c.prepare(
-                "SELECT table_name, COALESCE(SUM(rows), 0), COUNT(*), COALESCE(SUM(bytes), 0), MAX(created_at)
+                "SELECT table_name, CAST(COALESCE(SUM(rows), 0) AS BIGINT), COUNT(*),
+                        CAST(COALESCE(SUM(bytes), 0) AS BIGINT), MAX(created_at)
                  FROM data_files WHERE team_id = ?1 AND retired_at IS NULL GROUP BY table_name",
             )?;
             let rows = st.query_map([team.as_str()], |r| {
                 Ok((
-                    r.get::<_, String>(0)?,
+                    r.get::<String>(0)?,
                     TableStats {
-                        rows: r.get::<_, i64>(1)?.max(0) as u64,
-                        files: r.get::<_, i64>(2)?.max(0) as u64,
-                        bytes: r.get::<_, i64>(3)?.max(0) as u64,
+                        rows: r.get::<i64>(1)?.max(0) as u64,
+                        files: r.get::<i64>(2)?.max(0) as u64,
+                        bytes: r.get::<i64>(3)?.max(0) as u64,
                         last_received_at: r.get(4)?,
                     },
                 ))
             })?;
-            Ok(rows.collect::<rusqlite::Result<_>>()?)
+            Ok(rows.collect::<DbResult<_>>()?)
         })
     }
 }

@@ -305,7 +305,7 @@ fn out(json: Value, human: String) -> Result<Output, AdminError> {
 
 /// Runs one admin command against the catalog of `config`.
 pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError> {
-    let catalog = Catalog::open(&config.catalog_path())?;
+    let catalog = Catalog::open_location(&config.catalog_location()?)?;
     match command {
         AdminCommand::Team {
             command: TeamCommand::Create { name },

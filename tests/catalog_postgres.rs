@@ -1,0 +1,59 @@
+//! The server on a PostgreSQL catalog (a throwaway cluster, `common::pg`): events go in and
+//! come back out, and two nodes sharing the catalog see a revocation made on either at once.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestServer;
+use serde_json::json;
+use stowage::app::RunningServer;
+use stowage::catalog::SecretKind;
+use stowage::config::Config;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_a_postgres_catalog() {
+    let url = common::pg::database_url();
+    let a = TestServer::start(|c| c.catalog.url = url.clone()).await;
+    for i in 0..20 {
+        a.send(json!({"type": "track", "event": "Clicked", "userId": "u", "properties": {"n": i}}))
+            .await;
+    }
+    a.flush().await;
+    let element = a.element("clicked", None);
+    let rows = a.rows(&element).await;
+    let ns: Vec<_> = rows.iter().map(|r| r["n"].as_i64().unwrap()).collect();
+    assert_eq!(ns, (0..20).collect::<Vec<_>>(), "in order");
+
+    // A second node: its own data dir (WAL), the same catalog.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::for_tests(dir.path());
+    config.catalog.url = url.clone();
+    let b = RunningServer::start(config).await.unwrap();
+    let download = |node: &RunningServer| {
+        a.http
+            .post(node.url("/data/table"))
+            .header("x-api-key", &a.seeded.key)
+            .header("Content-Type", "application/json")
+            .body(json!({"canvasId": a.seeded.canvas, "elementId": element}).to_string())
+            .send()
+    };
+    for node in [a.srv(), &b] {
+        let resp = download(node).await.unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    // Revoked through node A's catalog: refused by node B at its next request.
+    let keys = a
+        .catalog()
+        .list_secrets(SecretKind::DataKey, &a.seeded.team)
+        .unwrap();
+    a.catalog()
+        .revoke_secret(SecretKind::DataKey, &keys[0].id)
+        .unwrap();
+    // The notification travels to node B's listener (no polling): allow it a moment.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for node in [a.srv(), &b] {
+        let resp = download(node).await.unwrap();
+        assert_eq!(resp.status(), 401);
+    }
+}
