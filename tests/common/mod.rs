@@ -2,6 +2,7 @@
 //! warehouse in a temp dir, with a seeded team, and helpers that speak HTTP to it.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod pg;
 pub mod process;
 pub mod s3;
