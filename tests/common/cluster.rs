@@ -248,8 +248,12 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // SIGTERM, not SIGKILL: the master then stops its workers (a killed master leaves
+        // them running, holding the port).
         if let Some(mut c) = self.nginx.take() {
-            let _ = c.kill();
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
             let _ = c.wait();
         }
     }
