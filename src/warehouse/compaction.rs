@@ -268,7 +268,11 @@ impl Compactor {
                 if let Err(e) = self.compact_once().await {
                     warn!(error = %e, "compaction pass failed; will retry");
                 }
-                if let Err(e) = self.delete_retired(self.cfg.grace.0).await {
+                // One node at a time deletes retired objects (lease `retired`).
+                let pass = || self.delete_retired(self.cfg.grace.0);
+                if let Some(Err(e)) =
+                    super::gc::under_lease(&self.catalog, "retired", LEASE, pass).await
+                {
                     warn!(error = %e, "deleting retired objects failed; will retry");
                 }
             }

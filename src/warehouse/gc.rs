@@ -57,7 +57,33 @@ pub fn collect_every(grace: Duration) -> Duration {
     (grace / 2).clamp(Duration::from_secs(1), Duration::from_secs(600))
 }
 
-/// Runs [`collect_orphans`] now and then every [`collect_every`]`(grace)`.
+/// Runs `pass` if this process gets the catalog lease `name` (held for at most `ttl`), so that
+/// of several nodes sharing the catalog one at a time does this work; `None` if another holds it.
+pub async fn under_lease<T, F, Fut>(
+    catalog: &Arc<Catalog>,
+    name: &str,
+    ttl: Duration,
+    pass: F,
+) -> Option<T>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = T>,
+{
+    let (cat, lease) = (catalog.clone(), name.to_string());
+    let ttl_ms = ttl.as_millis() as i64;
+    let held = tokio::task::spawn_blocking(move || cat.try_lease(&lease, ttl_ms)).await;
+    if !matches!(held, Ok(Ok(true))) {
+        return None;
+    }
+    let out = pass().await;
+    let (cat, lease) = (catalog.clone(), name.to_string());
+    let _ = tokio::task::spawn_blocking(move || cat.release_lease(&lease)).await;
+    Some(out)
+}
+
+/// Runs [`collect_orphans`] now and then every [`collect_every`]`(grace)`, under the catalog
+/// lease `orphans` (one node at a time lists and deletes; the reservations already make a
+/// deletion safe, the lease saves the others the listing and double deletes).
 pub fn spawn_collector(
     store: Arc<dyn ObjectStore>,
     catalog: Arc<Catalog>,
@@ -68,7 +94,8 @@ pub fn spawn_collector(
         let mut every = tokio::time::interval(collect_every(grace));
         loop {
             every.tick().await;
-            if let Err(e) = collect_orphans(&store, &catalog, &prefix, grace).await {
+            let pass = || collect_orphans(&store, &catalog, &prefix, grace);
+            if let Some(Err(e)) = under_lease(&catalog, "orphans", grace, pass).await {
                 warn!(error = %e, "orphan collection failed; will retry");
             }
         }
@@ -90,4 +117,25 @@ pub fn spawn_heartbeat(catalog: Arc<Catalog>, grace: Duration) -> tokio::task::J
             }
         }
     })
+}
+
+#[cfg(test)]
+mod lease_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_leased_pass_runs_on_one_writer_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.sqlite");
+        let a = Arc::new(Catalog::open(&path).unwrap());
+        let b = Arc::new(Catalog::open(&path).unwrap());
+        let ttl = Duration::from_secs(60);
+        // While a's pass runs, b's is skipped; once a's is done, b's runs.
+        let outer = under_lease(&a, "orphans", ttl, || async {
+            under_lease(&b, "orphans", ttl, || async { "b" }).await
+        })
+        .await;
+        assert_eq!(outer, Some(None), "a ran, b was skipped meanwhile");
+        assert_eq!(under_lease(&b, "orphans", ttl, || async { "b" }).await, Some("b"));
+    }
 }
