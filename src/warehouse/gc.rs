@@ -136,6 +136,9 @@ mod lease_tests {
         })
         .await;
         assert_eq!(outer, Some(None), "a ran, b was skipped meanwhile");
-        assert_eq!(under_lease(&b, "orphans", ttl, || async { "b" }).await, Some("b"));
+        assert_eq!(
+            under_lease(&b, "orphans", ttl, || async { "b" }).await,
+            Some("b")
+        );
     }
 }
