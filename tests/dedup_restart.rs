@@ -8,21 +8,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::process::{self, download, send};
-use common::{ids, wait_for};
+use common::{ids, wait_for, wal_segments};
 use serde_json::json;
-
-fn wal_segments(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir.join("wal"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "wal")
-        })
-        .count()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_after_a_restart_are_stored_once_when_their_segments_are_gone() {
@@ -46,10 +33,14 @@ async fn retries_after_a_restart_are_stored_once_when_their_segments_are_gone() 
     assert!(committed, "the events were committed");
     // Every segment but the one being written is deleted once committed.
     let trimmed = wait_for(Duration::from_secs(30), || async {
-        wal_segments(dir.path()) <= 1
+        wal_segments(&dir.path().join("wal")) <= 1
     })
     .await;
-    assert!(trimmed, "{} WAL segments left", wal_segments(dir.path()));
+    assert!(
+        trimmed,
+        "{} WAL segments left",
+        wal_segments(&dir.path().join("wal"))
+    );
     assert_eq!(proc.sigterm(), 0);
 
     // A tracker that never saw its 200s retries everything after the restart.

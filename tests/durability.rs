@@ -179,18 +179,7 @@ async fn wait_committed_holds_the_response_until_the_file_is_committed() {
 async fn wal_segments_are_deleted_once_committed() {
     let t = TestServer::start(|c| c.wal.segment_size.0 = 4096).await;
     let wal_dir = t.dir.path().join("wal");
-    let count = || {
-        std::fs::read_dir(&wal_dir)
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "wal")
-            })
-            .count()
-    };
+    let count = || common::wal_segments(&wal_dir);
     for i in 0..200 {
         t.send(json!({"event": "seg", "properties": {"i": i, "pad": "p".repeat(50)}}))
             .await;

@@ -224,6 +224,20 @@ pub fn python() -> String {
 }
 
 /// Every `.parquet` file under `root` (none if it does not exist yet).
+/// How many WAL segment files (`*.wal`) are in `wal_dir`.
+pub fn wal_segments(wal_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(wal_dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "wal")
+        })
+        .count()
+}
+
 pub fn parquet_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];

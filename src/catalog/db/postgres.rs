@@ -320,14 +320,19 @@ impl ToSql for Value {
     to_sql_checked!();
 }
 
-/// An integer-like column (`BIGINT`, `INTEGER`, `SMALLINT`, `BOOLEAN`).
-pub(super) fn get_i64(row: &tokio_postgres::Row, i: usize) -> DbResult<Option<i64>> {
-    let ty = row
+/// The type of column `i`.
+fn column_type(row: &tokio_postgres::Row, i: usize) -> DbResult<Type> {
+    Ok(row
         .columns()
         .get(i)
         .ok_or_else(|| DbError::other(format!("no column {i}")))?
         .type_()
-        .clone();
+        .clone())
+}
+
+/// An integer-like column (`BIGINT`, `INTEGER`, `SMALLINT`, `BOOLEAN`).
+pub(super) fn get_i64(row: &tokio_postgres::Row, i: usize) -> DbResult<Option<i64>> {
+    let ty = column_type(row, i)?;
     Ok(match ty {
         Type::INT8 => row.try_get::<_, Option<i64>>(i)?,
         Type::INT4 => row.try_get::<_, Option<i32>>(i)?.map(i64::from),
@@ -343,12 +348,7 @@ pub(super) fn get_i64(row: &tokio_postgres::Row, i: usize) -> DbResult<Option<i6
 
 /// A floating-point column (or an integer one).
 pub(super) fn get_f64(row: &tokio_postgres::Row, i: usize) -> DbResult<Option<f64>> {
-    let ty = row
-        .columns()
-        .get(i)
-        .ok_or_else(|| DbError::other(format!("no column {i}")))?
-        .type_()
-        .clone();
+    let ty = column_type(row, i)?;
     Ok(match ty {
         Type::FLOAT8 => row.try_get::<_, Option<f64>>(i)?,
         Type::FLOAT4 => row.try_get::<_, Option<f32>>(i)?.map(f64::from),
