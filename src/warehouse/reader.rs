@@ -9,19 +9,22 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, new_null_array};
 use arrow::compute::{cast, filter_record_batch};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use futures::StreamExt;
 use object_store::ObjectStore;
 use object_store::path::Path;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
-use parquet::arrow::async_reader::ParquetRecordBatchStream;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::errors::ParquetError;
+use parquet::file::metadata::ParquetMetaData;
 
 use super::object_reader::StoreFileReader;
+use super::split::{self, FileStream};
 use crate::catalog::DataFile;
 use crate::download::filter::{Filter, Op, mask_all};
 
@@ -73,7 +76,7 @@ pub struct ReadSpec {
 
 struct Open {
     file: DataFile,
-    stream: ParquetRecordBatchStream<StoreFileReader>,
+    stream: FileStream,
     /// Raw row ranges `(start, len)` the stream yields, in order.
     ranges: Vec<(u64, u64)>,
     /// Index into `ranges` and offset within it of the next yielded row.
@@ -95,16 +98,7 @@ pub struct TableReader {
 impl TableReader {
     /// A reader of `files` (in row order).
     pub fn new(store: Arc<dyn ObjectStore>, files: Vec<DataFile>, spec: ReadSpec) -> Self {
-        let project = spec
-            .output
-            .fields()
-            .iter()
-            .map(|f| {
-                spec.read
-                    .index_of(f.name())
-                    .expect("output columns are read")
-            })
-            .collect();
+        let project = projection(&spec);
         let files = match spec.start {
             Some(p) => files
                 .into_iter()
@@ -164,23 +158,11 @@ impl TableReader {
                 source,
             })?;
             let rows = raw_rows(cur, raw.num_rows());
-            let batch = align(&raw, &self.spec.read).map_err(arrow_err)?;
-            let (batch, rows) = match mask_all(&self.spec.filters, &batch).map_err(arrow_err)? {
-                None => (batch, rows),
-                Some(mask) => {
-                    let kept: Vec<u64> = rows
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| !mask.is_null(*i) && mask.value(*i))
-                        .map(|(_, r)| *r)
-                        .collect();
-                    (filter_record_batch(&batch, &mask).map_err(arrow_err)?, kept)
-                }
-            };
-            if batch.num_rows() == 0 {
+            let Some((mut batch, rows)) =
+                shape(&raw, &self.spec, &self.project, rows).map_err(arrow_err)?
+            else {
                 continue;
-            }
-            let mut batch = batch.project(&self.project).map_err(arrow_err)?;
+            };
             if let Some(rem) = &mut self.remaining {
                 if batch.num_rows() > *rem {
                     batch = batch.slice(0, *rem);
@@ -195,6 +177,46 @@ impl TableReader {
             return Ok(Some(batch));
         }
     }
+}
+
+/// Aligns a decoded batch to the read schema, keeps the rows the filters match (and their raw
+/// row numbers, when given) and projects the output columns; `None` if no row is left.
+pub(crate) fn shape(
+    raw: &RecordBatch,
+    spec: &ReadSpec,
+    project: &[usize],
+    rows: Vec<u64>,
+) -> Result<Option<(RecordBatch, Vec<u64>)>, ArrowError> {
+    let batch = align(raw, &spec.read)?;
+    let (batch, rows) = match mask_all(&spec.filters, &batch)? {
+        None => (batch, rows),
+        Some(mask) => {
+            let kept: Vec<u64> = rows
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !mask.is_null(*i) && mask.value(*i))
+                .map(|(_, r)| *r)
+                .collect();
+            (filter_record_batch(&batch, &mask)?, kept)
+        }
+    };
+    if batch.num_rows() == 0 {
+        return Ok(None);
+    }
+    Ok(Some((batch.project(project)?, rows)))
+}
+
+/// Output column indices within `spec.read`.
+pub(crate) fn projection(spec: &ReadSpec) -> Vec<usize> {
+    spec.output
+        .fields()
+        .iter()
+        .map(|f| {
+            spec.read
+                .index_of(f.name())
+                .expect("output columns are read")
+        })
+        .collect()
 }
 
 /// The raw row numbers of the next `n` rows the stream yields.
@@ -220,41 +242,16 @@ async fn open(
     spec: &ReadSpec,
     start_row: u64,
 ) -> Result<Option<Open>, ParquetError> {
-    let reader = StoreFileReader::new(store.clone(), Path::from(file.path.as_str()), file.bytes);
-    let builder = parquet::arrow::ParquetRecordBatchStreamBuilder::new(reader).await?;
-    let file_schema = builder.schema().clone();
-    // A filter (other than is_null) on a column this file lacks matches nothing in it.
-    if spec
-        .filters
-        .iter()
-        .any(|f| f.op != Op::IsNull && file_schema.index_of(&f.column).is_err())
-    {
+    let mut reader =
+        StoreFileReader::new(store.clone(), Path::from(file.path.as_str()), file.bytes);
+    let arrow_meta =
+        ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await?;
+    let meta = arrow_meta.metadata().clone();
+    let Some(keep) = keep_groups(&meta, arrow_meta.schema(), &spec.filters) else {
         return Ok(None);
-    }
-    let meta = builder.metadata().clone();
+    };
     let groups = meta.row_groups();
     let counts: Vec<u64> = groups.iter().map(|g| g.num_rows() as u64).collect();
-    let mut keep = vec![true; groups.len()];
-    for f in &spec.filters {
-        let Ok(conv) =
-            StatisticsConverter::try_new(&f.column, &file_schema, builder.parquet_schema())
-        else {
-            continue;
-        };
-        let (Ok(mins), Ok(maxes), Ok(nulls)) = (
-            conv.row_group_mins(groups.iter()),
-            conv.row_group_maxes(groups.iter()),
-            conv.row_group_null_counts(groups.iter()),
-        ) else {
-            continue;
-        };
-        for (k, m) in keep
-            .iter_mut()
-            .zip(f.may_match(&mins, &maxes, &nulls, &counts))
-        {
-            *k &= m;
-        }
-    }
     // Selected row groups, the raw ranges they contribute, and the selection within them.
     let (mut selected, mut ranges, mut selectors) = (Vec::new(), Vec::new(), Vec::new());
     let mut first = 0u64;
@@ -273,29 +270,89 @@ async fn open(
     if selected.is_empty() {
         return Ok(None);
     }
-    let roots: Vec<usize> = spec
-        .read
-        .fields()
-        .iter()
-        .filter_map(|f| file_schema.index_of(f.name()).ok())
-        .collect();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-    let mut builder = builder
-        .with_projection(mask)
-        .with_batch_size(spec.batch_rows)
-        .with_row_groups(selected)
-        .with_row_selection(RowSelection::from(selectors));
-    if spec.filters.is_empty()
-        && let Some(limit) = spec.limit
-    {
-        builder = builder.with_limit(limit);
-    }
+    let roots = read_roots(spec, arrow_meta.schema());
+    let limit = spec.limit.filter(|_| spec.filters.is_empty());
+    let selection = RowSelection::from(selectors);
+    let descr = arrow_meta.parquet_schema().clone();
+    let build = |roots: Vec<usize>| {
+        let mut builder =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader.clone(), arrow_meta.clone())
+                .with_projection(ProjectionMask::roots(&descr, roots))
+                .with_batch_size(spec.batch_rows)
+                .with_row_groups(selected.clone())
+                .with_row_selection(selection.clone());
+        if let Some(limit) = limit {
+            builder = builder.with_limit(limit);
+        }
+        builder.build()
+    };
+    let stream = match split::plan(&meta, &roots, &selected, cores()) {
+        Some(groups) => split::spawn(groups.into_iter().map(build).collect::<Result<_, _>>()?),
+        None => FileStream::One(build(roots)?),
+    };
     Ok(Some(Open {
         file,
-        stream: builder.build()?,
+        stream,
         ranges,
         at: (0, 0),
     }))
+}
+
+/// Which row groups of a file may hold rows the filters match, by their statistics; `None` when
+/// no row can match because a filter (other than is_null) names a column the file lacks.
+pub(crate) fn keep_groups(
+    meta: &ParquetMetaData,
+    file_schema: &Schema,
+    filters: &[Filter],
+) -> Option<Vec<bool>> {
+    if filters
+        .iter()
+        .any(|f| f.op != Op::IsNull && file_schema.index_of(&f.column).is_err())
+    {
+        return None;
+    }
+    let groups = meta.row_groups();
+    let counts: Vec<u64> = groups.iter().map(|g| g.num_rows() as u64).collect();
+    let mut keep = vec![true; groups.len()];
+    for f in filters {
+        let Ok(conv) = StatisticsConverter::try_new(
+            &f.column,
+            file_schema,
+            meta.file_metadata().schema_descr(),
+        ) else {
+            continue;
+        };
+        let (Ok(mins), Ok(maxes), Ok(nulls)) = (
+            conv.row_group_mins(groups.iter()),
+            conv.row_group_maxes(groups.iter()),
+            conv.row_group_null_counts(groups.iter()),
+        ) else {
+            continue;
+        };
+        for (k, m) in keep
+            .iter_mut()
+            .zip(f.may_match(&mins, &maxes, &nulls, &counts))
+        {
+            *k &= m;
+        }
+    }
+    Some(keep)
+}
+
+/// How many threads may decode one file.
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The file's columns (indices in its Arrow schema) that the read needs; the others are filled
+/// with nulls by [`align`].
+fn read_roots(spec: &ReadSpec, file_schema: &Schema) -> Vec<usize> {
+    spec.read
+        .fields()
+        .iter()
+        .filter_map(|f| file_schema.index_of(f.name()).ok())
+        .collect()
 }
 
 /// Reorders, casts and null-fills `batch`'s columns to match `schema`.
