@@ -11,7 +11,7 @@ use arrow::array::{
 };
 use arrow::compute::kernels::boolean::{and_kleene, or_kleene};
 use arrow::compute::kernels::cmp::{eq, gt, gt_eq, lt, lt_eq, neq};
-use arrow::compute::{is_not_null, is_null};
+use arrow::compute::{cast, is_not_null, is_null};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use serde_json::Value;
@@ -212,7 +212,12 @@ impl Filter {
                             _ => BooleanArray::from(vec![false; col.len()]),
                         }
                     } else {
-                        compare(op, &sql, &Scalar::new(v.clone()))?
+                        // Strings decoded as views compare with a view operand.
+                        let v = match sql.data_type() {
+                            t @ arrow::datatypes::DataType::Utf8View => cast(v, t)?,
+                            _ => v.clone(),
+                        };
+                        compare(op, &sql, &Scalar::new(v))?
                     };
                     acc = Some(match acc {
                         None => m,
@@ -308,6 +313,7 @@ pub fn mask_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::datatypes::DataType;
     use serde_json::json;
 
     fn cols() -> Vec<Column> {
@@ -395,6 +401,41 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    #[test]
+    fn string_filters_work_on_columns_decoded_as_views() {
+        let long = "a value longer than twelve bytes";
+        for ty in [DataType::Utf8, DataType::Utf8View] {
+            let col: ArrayRef = Arc::new(StringArray::from(vec![Some("a"), None, Some(long)]));
+            let col = cast(&col, &ty).unwrap();
+            let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("s", ty.clone(), true),
+            ]));
+            let batch = RecordBatch::try_new(schema, vec![col]).unwrap();
+            let mask = |v: Value| {
+                let f = parse(&v, &cols(), "f").unwrap();
+                let m = mask_all(&f, &batch).unwrap().unwrap();
+                (0..3)
+                    .map(|i| m.is_valid(i) && m.value(i))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                mask(json!([{"column": "s", "op": "eq", "value": long}])),
+                [false, false, true],
+                "{ty}"
+            );
+            assert_eq!(
+                mask(json!([{"column": "s", "op": "in", "value": ["a", "b"]}])),
+                [true, false, false],
+                "{ty}"
+            );
+            assert_eq!(
+                mask(json!([{"column": "s", "op": "lt", "value": "b"}])),
+                [true, false, true],
+                "{ty}"
+            );
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! complete.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -114,6 +115,8 @@ async fn produce(
         limit: plan.limit,
         batch_rows,
         start: plan.start,
+        // The text encoders take strings as views: no copy of each value while decoding.
+        string_views: encoder.parallel().is_some(),
     };
     let reader = TableReader::new(store, plan.files, spec);
     let sent = match encoder.parallel() {
@@ -202,20 +205,26 @@ async fn pipelined(
             Err(e) => Some((Err(e.to_string()), None)),
         }
     });
+    // Bytes per row of the last encoded batch: each output buffer is allocated once at about
+    // its final size instead of growing by copies (and fresh pages) from empty.
+    let per_row = Arc::new(AtomicUsize::new(0));
     let encoded = batches
         .map(|batch| {
-            let rows_of = rows_of.clone();
+            let (rows_of, per_row) = (rows_of.clone(), per_row.clone());
             async move {
                 let batch = match batch? {
                     Ok(batch) => batch,
                     Err(end) => return Ok(Err(end)),
                 };
                 tokio::task::spawn_blocking(move || {
-                    let mut buf = Vec::new();
+                    let rows = batch.num_rows();
+                    let guess = per_row.load(Ordering::Relaxed);
+                    let mut buf = Vec::with_capacity(rows * guess + guess * rows / 16);
                     rows_of
                         .encode(&batch, &mut buf)
                         .map_err(|e| e.to_string())?;
-                    Ok::<_, String>(Ok((batch.num_rows(), buf)))
+                    per_row.store(buf.len().div_ceil(rows.max(1)), Ordering::Relaxed);
+                    Ok::<_, String>(Ok((rows, buf)))
                 })
                 .await
                 .map_err(|e| format!("encoding task failed: {e}"))?

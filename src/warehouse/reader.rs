@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, new_null_array};
 use arrow::compute::{cast, filter_record_batch};
-use arrow::datatypes::{Schema, SchemaRef};
+use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use object_store::ObjectStore;
@@ -72,6 +72,9 @@ pub struct ReadSpec {
     pub batch_rows: usize,
     /// Start here instead of at the first row.
     pub start: Option<Position>,
+    /// Decode string columns as Utf8View (values point into the decoded pages instead of
+    /// being copied into one buffer), for readers that take either (the text encoders).
+    pub string_views: bool,
 }
 
 struct Open {
@@ -244,8 +247,11 @@ async fn open(
 ) -> Result<Option<Open>, ParquetError> {
     let mut reader =
         StoreFileReader::new(store.clone(), Path::from(file.path.as_str()), file.bytes);
-    let arrow_meta =
+    let mut arrow_meta =
         ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new()).await?;
+    if spec.string_views {
+        arrow_meta = with_string_views(arrow_meta)?;
+    }
     let meta = arrow_meta.metadata().clone();
     let Some(keep) = keep_groups(&meta, arrow_meta.schema(), &spec.filters) else {
         return Ok(None);
@@ -339,6 +345,27 @@ pub(crate) fn keep_groups(
     Some(keep)
 }
 
+/// The same metadata, reading every Utf8 column as Utf8View.
+fn with_string_views(meta: ArrowReaderMetadata) -> Result<ArrowReaderMetadata, ParquetError> {
+    let fields: Vec<_> = meta
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Utf8 => Arc::new(f.as_ref().clone().with_data_type(DataType::Utf8View)),
+            _ => f.clone(),
+        })
+        .collect();
+    let hint = Arc::new(Schema::new_with_metadata(
+        fields,
+        meta.schema().metadata().clone(),
+    ));
+    ArrowReaderMetadata::try_new(
+        meta.metadata().clone(),
+        ArrowReaderOptions::new().with_schema(hint),
+    )
+}
+
 /// How many threads may decode one file.
 fn cores() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -355,7 +382,8 @@ fn read_roots(spec: &ReadSpec, file_schema: &Schema) -> Vec<usize> {
         .collect()
 }
 
-/// Reorders, casts and null-fills `batch`'s columns to match `schema`.
+/// Reorders, casts and null-fills `batch`'s columns to match `schema`. A string column decoded
+/// as Utf8View (see [`ReadSpec::string_views`]) is kept so, and the batch's schema says so.
 pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let rows = batch.num_rows();
     let columns: Vec<ArrayRef> = schema
@@ -363,16 +391,33 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
         .iter()
         .map(|f| match batch.column_by_name(f.name()) {
             Some(col) if col.data_type() == f.data_type() => Ok(col.clone()),
-            // Widened to string: each value's text exactly as a buffer would have written it.
-            Some(col) if f.data_type() == &arrow::datatypes::DataType::Utf8 => {
-                super::text::to_text(col)
+            Some(col)
+                if f.data_type() == &DataType::Utf8 && col.data_type() == &DataType::Utf8View =>
+            {
+                Ok(col.clone())
             }
+            // Widened to string: each value's text exactly as a buffer would have written it.
+            Some(col) if f.data_type() == &DataType::Utf8 => super::text::to_text(col),
             Some(col) => cast(col, f.data_type()),
             None => Ok(new_null_array(f.data_type(), rows)),
         })
         .collect::<Result<_, _>>()?;
+    let schema = if columns
+        .iter()
+        .zip(schema.fields())
+        .all(|(c, f)| c.data_type() == f.data_type())
+    {
+        schema.clone()
+    } else {
+        let fields: Vec<_> = columns
+            .iter()
+            .zip(schema.fields())
+            .map(|(c, f)| Arc::new(f.as_ref().clone().with_data_type(c.data_type().clone())))
+            .collect();
+        Arc::new(Schema::new(fields))
+    };
     RecordBatch::try_new_with_options(
-        schema.clone(),
+        schema,
         columns,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )

@@ -189,6 +189,7 @@ mod tests {
             limit,
             batch_rows: 8192,
             start,
+            string_views: false,
         }
     }
 

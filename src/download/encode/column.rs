@@ -3,7 +3,8 @@
 //! and a downcast.
 
 use arrow::array::{
-    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray,
+    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, StringViewArray,
+    TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 
@@ -13,6 +14,8 @@ use super::EncodeError;
 pub enum Column<'a> {
     /// Text.
     Str(&'a StringArray),
+    /// Text as views (inline up to 12 bytes, else in a data buffer).
+    View(&'a StringViewArray),
     /// int64.
     Int(&'a Int64Array),
     /// float64.
@@ -64,6 +67,7 @@ impl<'a> Column<'a> {
     pub fn of(col: &'a dyn Array) -> Result<Column<'a>, EncodeError> {
         Ok(match col.data_type() {
             DataType::Utf8 => Column::Str(col.as_string::<i32>()),
+            DataType::Utf8View => Column::View(col.as_string_view()),
             DataType::Int64 => Column::Int(col.as_primitive::<Int64Type>()),
             DataType::Float64 => Column::Float(col.as_primitive::<Float64Type>()),
             DataType::Boolean => Column::Bool(col.as_boolean()),
@@ -96,11 +100,69 @@ impl<'a> Column<'a> {
                     len: end - start,
                 })
             }
+            Column::View(a) if a.is_valid(row) => {
+                let view = a.views()[row];
+                let len = view as u32 as usize;
+                Cell::Str(if len <= 12 {
+                    // Inline: the bytes after the length, inside the view itself.
+                    Text {
+                        data: a.views().inner().as_slice(),
+                        start: row * 16 + 4,
+                        len,
+                    }
+                } else {
+                    // Buffer index in bits 64..96, offset in bits 96..128.
+                    Text {
+                        data: a.data_buffers()[(view >> 64) as u32 as usize].as_slice(),
+                        start: (view >> 96) as u32 as usize,
+                        len,
+                    }
+                })
+            }
             Column::Int(a) if a.is_valid(row) => Cell::Int(a.value(row)),
             Column::Float(a) if a.is_valid(row) => Cell::Float(a.value(row)),
             Column::Bool(a) if a.is_valid(row) => Cell::Bool(a.value(row)),
             Column::Ts(a) if a.is_valid(row) => Cell::Ts(a.value(row)),
             _ => Cell::Null,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, StringArray};
+    use arrow::compute::cast;
+    use arrow::datatypes::DataType;
+
+    use super::{Cell, Column};
+
+    #[test]
+    fn views_give_the_same_text_as_offsets_inline_or_not() {
+        let values = [
+            Some(""),
+            Some("twelve bytes"),
+            None,
+            Some("thirteen byte"),
+            Some("é\"\n✓ a longer one"),
+        ];
+        let plain: ArrayRef = Arc::new(StringArray::from(values.to_vec()));
+        let views = cast(&plain, &DataType::Utf8View).unwrap();
+        let (a, b) = (
+            Column::of(plain.as_ref()).unwrap(),
+            Column::of(views.as_ref()).unwrap(),
+        );
+        assert!(matches!(b, Column::View(_)));
+        for (row, want) in values.iter().enumerate() {
+            let text = |c: Cell| match c {
+                Cell::Str(t) => Some(t.bytes().to_vec()),
+                Cell::Null => None,
+                _ => panic!("not text"),
+            };
+            let want = want.map(|s| s.as_bytes().to_vec());
+            assert_eq!(text(a.cell(row)), want, "row {row}");
+            assert_eq!(text(b.cell(row)), want, "row {row}");
         }
     }
 }

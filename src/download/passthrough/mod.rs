@@ -178,6 +178,7 @@ async fn encode_file(
         limit: None,
         batch_rows,
         start: None,
+        string_views: false,
     };
     let mut reader = TableReader::new(store.clone(), vec![file], spec);
     while let Some(batch) = reader.next_batch().await.map_err(|e| e.to_string())? {
