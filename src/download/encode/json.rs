@@ -13,6 +13,7 @@ use super::append::{
     WINDOW, needs_json_escape, push_i64, push_window, skip_clean, word_needs_json_escape,
 };
 use super::column::{Cell, Column, Text};
+use super::timestamp::write_rfc3339;
 
 use crate::warehouse::schema::TableSchema;
 
@@ -286,82 +287,9 @@ fn escape(s: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&s[run..]);
 }
 
-/// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
-#[inline]
-pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
-    let secs = micros.div_euclid(1_000_000);
-    let frac = micros.rem_euclid(1_000_000);
-    let days = secs.div_euclid(86_400);
-    let sod = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    if !(0..=9999).contains(&y) {
-        out.extend_from_slice(format!("{y:+}").as_bytes());
-        let (buf, len) = rfc3339_from_year(0, m, d, sod, frac);
-        out.extend_from_slice(&buf[4..len]);
-        return;
-    }
-    // Built in a fixed array and copied as one block (no call per piece).
-    let (buf, len) = rfc3339_from_year(y, m, d, sod, frac);
-    let at = out.len();
-    out.extend_from_slice(&buf);
-    out.truncate(at + len);
-}
-
-/// `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z` for a year in 0..=9999, in a fixed array, with its length.
-#[inline(always)]
-fn rfc3339_from_year(y: i64, m: i64, d: i64, sod: i64, frac: i64) -> ([u8; 32], usize) {
-    let mut b = *b"0000-00-00T00:00:00.000000Z\0\0\0\0\0";
-    let two = |b: &mut [u8; 32], at: usize, v: i64| {
-        b[at] = b'0' + (v / 10) as u8;
-        b[at + 1] = b'0' + (v % 10) as u8;
-    };
-    two(&mut b, 0, y / 100);
-    two(&mut b, 2, y % 100);
-    two(&mut b, 5, m);
-    two(&mut b, 8, d);
-    two(&mut b, 11, sod / 3600);
-    two(&mut b, 14, sod / 60 % 60);
-    two(&mut b, 17, sod % 60);
-    if frac == 0 {
-        b[19] = b'Z';
-        return (b, 20);
-    }
-    let (mut v, digits) = if frac % 1000 == 0 {
-        (frac / 1000, 3)
-    } else {
-        (frac, 6)
-    };
-    for i in (20..20 + digits).rev() {
-        b[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-    }
-    b[20 + digits] = b'Z';
-    (b, 21 + digits)
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ts(micros: i64) -> String {
-        let mut v = Vec::new();
-        write_rfc3339(micros, &mut v);
-        String::from_utf8(v).unwrap()
-    }
 
     #[test]
     fn escapes_match_serde_json() {
@@ -411,25 +339,6 @@ mod tests {
                 &mut out,
             );
             assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{s:?}");
-        }
-    }
-
-    #[test]
-    fn timestamps_match_chrono() {
-        assert_eq!(ts(1_354_408_208_276_000), "2012-12-02T00:30:08.276Z");
-        assert_eq!(ts(1_354_408_208_000_000), "2012-12-02T00:30:08Z");
-        assert_eq!(ts(1_354_408_208_000_001), "2012-12-02T00:30:08.000001Z");
-        for micros in [
-            0i64,
-            -1,
-            951_782_400_123_456,
-            4_102_444_799_999_999,
-            -2_208_988_800_000_000,
-        ] {
-            let chrono = chrono::DateTime::from_timestamp_micros(micros)
-                .unwrap()
-                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
-            assert_eq!(ts(micros), chrono, "{micros}");
         }
     }
 }

@@ -8,6 +8,7 @@ mod arrow;
 mod column;
 mod csv;
 pub mod json;
+mod timestamp;
 
 use std::sync::Arc;
 
@@ -17,7 +18,8 @@ use super::format::Format;
 use crate::warehouse::schema::TableSchema;
 
 pub use arrow::{PARQUET_ROW_GROUP_ROWS, parquet_properties};
-pub use json::{JsonEncoder, write_rfc3339};
+pub use json::JsonEncoder;
+pub use timestamp::write_rfc3339;
 
 /// An encoding failure (Arrow IPC or Parquet writer errors).
 #[derive(Debug, thiserror::Error)]
