@@ -1,7 +1,8 @@
 //! Streams a planned download as the response body: a producer task reads batches, encodes and
 //! compresses them into a bounded channel, so a slow client slows the reader instead of growing
 //! memory. Formats whose batches encode independently (JSON, NDJSON, CSV) are a pipeline: while
-//! the producer decodes the next batches, up to [`encode_depth`] earlier ones are encoded on
+//! the producer takes the next batches from the reader (which decodes a large file's column
+//! groups in tasks of their own), up to [`encode_depth`] earlier ones are encoded on
 //! blocking threads at once, and their outputs are sent in order. A failure after the first byte
 //! aborts the body, so the client sees a broken transfer rather than a short table that looks
 //! complete.

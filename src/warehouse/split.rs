@@ -1,9 +1,15 @@
 //! Decodes one Parquet file's columns on several threads at once. The columns a read needs are
 //! dealt into groups of about equal uncompressed size, one per core; each group is decoded by
-//! its own stream on a blocking thread, and the groups' batches — which cover the same rows,
-//! since the streams share the batch size, row groups, selection and limit — are zipped back
-//! into one batch. No page is decompressed twice, and each group holds at most
+//! its own stream in a task of its own on the runtime's workers, and the groups' batches — which
+//! cover the same rows, since the streams share the batch size, row groups, selection and limit —
+//! are zipped back into one batch. No page is decompressed twice, and each group holds at most
 //! [`GROUP_DEPTH`] batches ahead, so memory stays a few batches whatever the table's size.
+//!
+//! Tasks rather than blocking threads: decoded buffers are freed on other threads (by the
+//! encoders), and an allocator returns such frees to the allocating thread's heap only when that
+//! thread allocates again. Blocking threads come and go, so their heaps kept freed memory: RSS
+//! crept from 240 to 480 MiB over 40 downloads of one table, where on the two long-lived workers
+//! it stays at ~240 MiB (and the download is no slower).
 
 use std::sync::Arc;
 
@@ -30,7 +36,7 @@ type Item = Result<RecordBatch, ParquetError>;
 pub enum FileStream {
     /// One stream, polled by the reader.
     One(ParquetRecordBatchStream<StoreFileReader>),
-    /// Column groups decoded on blocking threads, zipped.
+    /// Column groups decoded by tasks of their own, zipped.
     Split(Vec<mpsc::Receiver<Item>>),
 }
 
@@ -110,23 +116,20 @@ pub fn plan(
     Some(parts.into_iter().map(|(_, roots)| roots).collect())
 }
 
-/// Starts one decoding thread per stream (one per column group, over the same rows).
+/// Starts one decoding task per stream (one per column group, over the same rows).
 pub fn spawn(streams: Vec<ParquetRecordBatchStream<StoreFileReader>>) -> FileStream {
     let parts = streams
         .into_iter()
         .map(|mut stream| {
             let (tx, rx) = mpsc::channel(GROUP_DEPTH);
-            let handle = tokio::runtime::Handle::current();
-            tokio::task::spawn_blocking(move || {
-                handle.block_on(async move {
-                    while let Some(item) = stream.next().await {
-                        let failed = item.is_err();
-                        // The reader stopped listening (done, failed or the client left).
-                        if tx.send(item).await.is_err() || failed {
-                            break;
-                        }
+            tokio::spawn(async move {
+                while let Some(item) = stream.next().await {
+                    let failed = item.is_err();
+                    // The reader stopped listening (done, failed or the client left).
+                    if tx.send(item).await.is_err() || failed {
+                        break;
                     }
-                })
+                }
             });
             rx
         })
