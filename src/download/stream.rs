@@ -2,10 +2,12 @@
 //! compresses them into a bounded channel, so a slow client slows the reader instead of growing
 //! memory. Formats whose batches encode independently (JSON, NDJSON, CSV) are a pipeline: while
 //! the producer takes the next batches from the reader (which decodes a large file's column
-//! groups in tasks of their own), up to [`encode_depth`] earlier ones are encoded on
-//! blocking threads at once, and their outputs are sent in order. A failure after the first byte
-//! aborts the body, so the client sees a broken transfer rather than a short table that looks
-//! complete.
+//! groups in tasks of their own), up to [`encode_depth`] earlier ones are encoded in tasks at
+//! once, and their outputs are sent in order. The tasks run on the runtime's workers, not on
+//! blocking threads: output buffers are freed by the socket writer on a worker, and frees into
+//! the heaps of blocking threads that come and go were kept (RSS crept over repeated downloads;
+//! see [`crate::warehouse::split`]). A failure after the first byte aborts the body, so the
+//! client sees a broken transfer rather than a short table that looks complete.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -184,7 +186,7 @@ fn encode_depth() -> usize {
     })
 }
 
-/// Batches decoded here and encoded on blocking threads, [`encode_depth`] at a time, sent in
+/// Batches decoded here and encoded in tasks, [`encode_depth`] at a time, sent in
 /// order.
 async fn pipelined(
     reader: TableReader,
@@ -217,7 +219,7 @@ async fn pipelined(
                     Ok(batch) => batch,
                     Err(end) => return Ok(Err(end)),
                 };
-                tokio::task::spawn_blocking(move || {
+                tokio::spawn(async move {
                     let rows = batch.num_rows();
                     let guess = per_row.load(Ordering::Relaxed);
                     let mut buf = Vec::with_capacity(rows * guess + guess * rows / 16);
