@@ -10,7 +10,6 @@
 //! client sees a broken transfer rather than a short table that looks complete.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -208,26 +207,21 @@ async fn pipelined(
             Err(e) => Some((Err(e.to_string()), None)),
         }
     });
-    // Bytes per row of the last encoded batch: each output buffer is allocated once at about
-    // its final size instead of growing by copies (and fresh pages) from empty.
-    let per_row = Arc::new(AtomicUsize::new(0));
     let encoded = batches
         .map(|batch| {
-            let (rows_of, per_row) = (rows_of.clone(), per_row.clone());
+            let rows_of = rows_of.clone();
             async move {
                 let batch = match batch? {
                     Ok(batch) => batch,
                     Err(end) => return Ok(Err(end)),
                 };
                 tokio::spawn(async move {
-                    let rows = batch.num_rows();
-                    let guess = per_row.load(Ordering::Relaxed);
-                    let mut buf = Vec::with_capacity(rows * guess + guess * rows / 16);
+                    // The encoders size the buffer once from the rows seen so far.
+                    let mut buf = Vec::new();
                     rows_of
                         .encode(&batch, &mut buf)
                         .map_err(|e| e.to_string())?;
-                    per_row.store(buf.len().div_ceil(rows.max(1)), Ordering::Relaxed);
-                    Ok::<_, String>(Ok((rows, buf)))
+                    Ok::<_, String>(Ok((batch.num_rows(), buf)))
                 })
                 .await
                 .map_err(|e| format!("encoding task failed: {e}"))?

@@ -183,8 +183,8 @@ impl TableReader {
 }
 
 /// Aligns a decoded batch to the read schema, keeps the rows the filters match (and their raw
-/// row numbers, when given) and projects the output columns; `None` if no row is left.
-pub(crate) fn shape(
+/// row numbers) and projects the output columns; `None` if no row is left.
+fn shape(
     raw: &RecordBatch,
     spec: &ReadSpec,
     project: &[usize],
@@ -210,7 +210,7 @@ pub(crate) fn shape(
 }
 
 /// Output column indices within `spec.read`.
-pub(crate) fn projection(spec: &ReadSpec) -> Vec<usize> {
+fn projection(spec: &ReadSpec) -> Vec<usize> {
     spec.output
         .fields()
         .iter()
@@ -306,7 +306,7 @@ async fn open(
 
 /// Which row groups of a file may hold rows the filters match, by their statistics; `None` when
 /// no row can match because a filter (other than is_null) names a column the file lacks.
-pub(crate) fn keep_groups(
+fn keep_groups(
     meta: &ParquetMetaData,
     file_schema: &Schema,
     filters: &[Filter],
