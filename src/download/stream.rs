@@ -1,9 +1,10 @@
 //! Streams a planned download as the response body: a producer task reads batches, encodes and
 //! compresses them into a bounded channel, so a slow client slows the reader instead of growing
-//! memory. Formats whose batches encode independently (JSON, NDJSON, CSV) are a pipeline: while
-//! the producer takes the next batches from the reader (which decodes a large file's column
-//! groups in tasks of their own), up to [`encode_depth`] earlier ones are encoded in tasks at
-//! once, and their outputs are sent in order. The tasks run on the runtime's workers, not on
+//! memory. Formats whose batches encode independently (JSON, NDJSON, CSV) are a pipeline: a
+//! reading task decodes batches (a large file's column groups in tasks of their own) and starts
+//! an encoding task for each as soon as it is decoded, up to [`encode_depth`] at once, while the
+//! producer sends the encoded outputs in order — so decoding and encoding go on while the
+//! producer waits for the socket. The tasks run on the runtime's workers, not on
 //! blocking threads: output buffers are freed by the socket writer on a worker, and frees into
 //! the heaps of blocking threads that come and go were kept (RSS crept over repeated downloads;
 //! see [`crate::warehouse::split`]). A failure after the first byte aborts the body, so the
@@ -185,8 +186,19 @@ fn encode_depth() -> usize {
     })
 }
 
-/// Batches decoded here and encoded in tasks, [`encode_depth`] at a time, sent in
-/// order.
+/// What the reading task hands the sender: a batch being encoded, the end, or a failure.
+enum Step {
+    /// A batch's encoding task: its rows and bytes.
+    Batch(tokio::task::JoinHandle<Result<(usize, Vec<u8>), String>>),
+    /// The reader's position after its last row.
+    End(Option<Position>),
+    /// The read failed.
+    Failed(String),
+}
+
+/// Batches decoded by a reading task, each encoded in a task of its own as soon as it is
+/// decoded, [`encode_depth`] at a time, and sent here in order. Decoding and encoding go on
+/// while this task waits for the socket.
 async fn pipelined(
     reader: TableReader,
     rows_of: Arc<dyn BatchEncoder>,
@@ -194,46 +206,20 @@ async fn pipelined(
     out: &mut Output,
     header: Vec<u8>,
 ) -> Result<Sent, String> {
-    use futures::StreamExt;
     if !out.send(header).await? {
         return Ok(None);
     }
-    // The reader's position at the end travels as the last item (the stream owns the reader).
-    let batches = futures::stream::unfold(Some(reader), |reader| async move {
-        let mut reader = reader?;
-        match reader.next_batch().await {
-            Ok(Some(batch)) => Some((Ok(Ok(batch)), Some(reader))),
-            Ok(None) => Some((Ok(Err(reader.position())), None)),
-            Err(e) => Some((Err(e.to_string()), None)),
-        }
-    });
-    let encoded = batches
-        .map(|batch| {
-            let rows_of = rows_of.clone();
-            async move {
-                let batch = match batch? {
-                    Ok(batch) => batch,
-                    Err(end) => return Ok(Err(end)),
-                };
-                tokio::spawn(async move {
-                    // The encoders size the buffer once from the rows seen so far.
-                    let mut buf = Vec::new();
-                    rows_of
-                        .encode(&batch, &mut buf)
-                        .map_err(|e| e.to_string())?;
-                    Ok::<_, String>(Ok((batch.num_rows(), buf)))
-                })
-                .await
-                .map_err(|e| format!("encoding task failed: {e}"))?
-            }
-        })
-        .buffered(encode_depth());
-    futures::pin_mut!(encoded);
+    // One encoding task is awaited here and one waits in `send`: the rest are in the channel.
+    let (tx, mut rx) = mpsc::channel(encode_depth().saturating_sub(2).max(1));
+    tokio::spawn(read_ahead(reader, rows_of, tx).in_current_span());
     let mut rows = 0u64;
-    while let Some(next) = encoded.next().await {
-        let (n, mut buf) = match next? {
-            Ok(encoded) => encoded,
-            Err(end) => return Ok(Some((rows, end))),
+    while let Some(step) = rx.recv().await {
+        let (n, mut buf) = match step {
+            Step::Batch(task) => task
+                .await
+                .map_err(|e| format!("encoding task failed: {e}"))??,
+            Step::End(end) => return Ok(Some((rows, end))),
+            Step::Failed(e) => return Err(e),
         };
         encoder.accept(n, &mut buf);
         rows += n as u64;
@@ -242,4 +228,34 @@ async fn pipelined(
         }
     }
     Err("the table reader stopped without an end".into())
+}
+
+/// Decodes `reader`'s batches and starts an encoding task for each, until the end, a failure
+/// or the sender going away (the client left).
+async fn read_ahead(
+    mut reader: TableReader,
+    rows_of: Arc<dyn BatchEncoder>,
+    tx: mpsc::Sender<Step>,
+) {
+    loop {
+        let step = match reader.next_batch().await {
+            Ok(Some(batch)) => {
+                let rows_of = rows_of.clone();
+                Step::Batch(tokio::spawn(async move {
+                    // The encoders size the buffer once from the rows seen so far.
+                    let mut buf = Vec::new();
+                    rows_of
+                        .encode(&batch, &mut buf)
+                        .map_err(|e| e.to_string())?;
+                    Ok((batch.num_rows(), buf))
+                }))
+            }
+            Ok(None) => Step::End(reader.position()),
+            Err(e) => Step::Failed(e.to_string()),
+        };
+        let last = !matches!(step, Step::Batch(_));
+        if tx.send(step).await.is_err() || last {
+            return;
+        }
+    }
 }
