@@ -27,14 +27,28 @@ const fn splat(b: u8) -> u64 {
     0x0101_0101_0101_0101 * b as u64
 }
 
-/// Whether any byte of `w` is below 0x20, or a `"` or a `\`.
+/// The high bit set in the bytes of `w` that may be below 0x20, a `"` or a `\`: the lowest
+/// set one is exact (a borrow can only flag bytes above a true one), so `0` means clean.
 #[inline(always)]
-pub fn word_needs_json_escape(w: u64) -> bool {
+pub fn json_escape_flags(w: u64) -> u64 {
     const LO: u64 = splat(0x01);
     const HI: u64 = splat(0x80);
     let zero = |v: u64| v.wrapping_sub(LO) & !v & HI;
     let below_space = w.wrapping_sub(splat(0x20)) & !w & HI;
-    (below_space | zero(w ^ splat(b'"')) | zero(w ^ splat(b'\\'))) != 0
+    below_space | zero(w ^ splat(b'"')) | zero(w ^ splat(b'\\'))
+}
+
+/// Whether any byte of `w` is below 0x20, or a `"` or a `\`.
+#[inline(always)]
+pub fn word_needs_json_escape(w: u64) -> bool {
+    json_escape_flags(w) != 0
+}
+
+/// The high bit set in the bytes of `w` that may be a `"`; the lowest set one is exact.
+#[inline(always)]
+pub fn quote_flags(w: u64) -> u64 {
+    let v = w ^ splat(b'"');
+    v.wrapping_sub(splat(0x01)) & !v & splat(0x80)
 }
 
 /// Whether any byte of `w` is a `,`, `"`, `\n` or `\r`.
@@ -76,17 +90,41 @@ pub fn needs_csv_quote(s: &[u8]) -> bool {
     any_word(s, b'a', word_needs_csv_quote)
 }
 
-/// The index of the first byte at or after `from` that `word` may flag, skipping whole clean
-/// eight-byte words (the byte itself is then checked by the caller).
+/// Appends `s` eight bytes at a time, with `special` appending each byte `flags` finds (in
+/// place of the byte): a clean word is copied whole, a flagged one up to its first flagged
+/// byte (no call per run). `flags` must flag exactly the lowest special byte of a word, as
+/// [`json_escape_flags`] and [`quote_flags`] do. The last bytes are checked one at a time.
 #[inline(always)]
-pub fn skip_clean(s: &[u8], mut from: usize, word: impl Fn(u64) -> bool) -> usize {
-    while let Some(chunk) = s.get(from..from + 8) {
-        if word(u64::from_le_bytes(chunk.try_into().expect("8 bytes"))) {
-            break;
+pub fn copy_flagged(
+    s: &[u8],
+    out: &mut Vec<u8>,
+    flags: impl Fn(u64) -> u64,
+    special: impl Fn(u8, &mut Vec<u8>),
+) {
+    out.reserve(s.len() + 8);
+    let mut i = 0;
+    while let Some(word) = s.get(i..i + 8) {
+        let word: &[u8; 8] = word.try_into().expect("8 bytes");
+        let found = flags(u64::from_le_bytes(*word));
+        let at = out.len();
+        out.extend_from_slice(word);
+        if found == 0 {
+            i += 8;
+            continue;
         }
-        from += 8;
+        let k = (found.trailing_zeros() / 8) as usize;
+        out.truncate(at + k);
+        special(word[k], out);
+        i += k + 1;
     }
-    from
+    for &b in &s[i..] {
+        // The byte alone in a word of clean padding.
+        if flags(splat(b'a') & !0xff | b as u64) & 0x80 != 0 {
+            special(b, out);
+        } else {
+            out.push(b);
+        }
+    }
 }
 
 /// "00" … "99".
@@ -186,6 +224,32 @@ mod tests {
                 assert_eq!(needs_json_escape(&s), json(&s), "{s:?}");
                 assert_eq!(needs_csv_quote(&s), csv(&s), "{s:?}");
             }
+        }
+    }
+
+    #[test]
+    fn the_lowest_flag_is_the_first_special_byte() {
+        let json = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        let alphabet = b"a\"\\\n\x01\x1f \x7f\x80\xc3\xa9\xff!#";
+        let mut x = 0x853c_49e6_748f_ea9bu64;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let word: [u8; 8] =
+                std::array::from_fn(|k| alphabet[(x >> (k * 5)) as usize % alphabet.len()]);
+            let w = u64::from_le_bytes(word);
+            let first = |f: u64| (f != 0).then(|| f.trailing_zeros() as usize / 8);
+            assert_eq!(
+                first(json_escape_flags(w)),
+                word.iter().position(|&b| json(b)),
+                "{word:?}"
+            );
+            assert_eq!(
+                first(quote_flags(w)),
+                word.iter().position(|&b| b == b'"'),
+                "{word:?}"
+            );
         }
     }
 

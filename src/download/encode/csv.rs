@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::record_batch::RecordBatch;
 
-use super::append::{needs_csv_quote, push_i64, push_window, skip_clean, word_needs_csv_quote};
+use super::append::{copy_flagged, needs_csv_quote, push_i64, push_window, quote_flags};
 use super::column::{Cell, Column};
 use super::{BatchEncoder, EncodeError, Encoder, write_rfc3339};
 use crate::warehouse::schema::TableSchema;
@@ -39,23 +39,10 @@ fn field(s: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// `s` in quotes, its quotes doubled; the runs between quotes are copied whole.
+/// `s` in quotes, its quotes doubled.
 fn quoted(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    let mut run = 0;
-    let mut i = 0;
-    while i < s.len() {
-        i = skip_clean(s, i, word_needs_csv_quote);
-        let Some(&b) = s.get(i) else { break };
-        i += 1;
-        if b == b'"' {
-            // The quote is copied with its run; one more doubles it.
-            out.extend_from_slice(&s[run..i]);
-            out.push(b'"');
-            run = i;
-        }
-    }
-    out.extend_from_slice(&s[run..]);
+    copy_flagged(s, out, quote_flags, |_, out| out.extend_from_slice(b"\"\""));
     out.push(b'"');
 }
 

@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::BatchEncoder;
 use super::append::{
-    WINDOW, needs_json_escape, push_i64, push_window, skip_clean, word_needs_json_escape,
+    WINDOW, copy_flagged, json_escape_flags, needs_json_escape, push_i64, push_window,
 };
 use super::column::{Cell, Column, Text};
 use super::timestamp::write_rfc3339;
@@ -232,8 +232,9 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// A JSON string: copied as is when nothing needs escaping (the common case), else escaped
-/// (as serde_json does: `\"`, `\\`, `\b \f \n \r \t`, other control bytes as `\u00XX`).
+/// A JSON string: a short clean one (the common case) copied as one block, any other escaped
+/// as it is copied (as serde_json does: `\"`, `\\`, `\b \f \n \r \t`, other control bytes
+/// as `\u00XX`).
 #[inline]
 fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
@@ -245,31 +246,26 @@ fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Appends `s` with JSON escapes, copying the runs between special bytes whole (clean runs are
-/// skipped eight bytes at a time).
+/// Appends `s` with JSON escapes. Never inlined: kept out of the row loop, whose other
+/// columns' code it would crowd.
+#[inline(never)]
 fn escape(s: &[u8], out: &mut Vec<u8>) {
+    copy_flagged(s, out, json_escape_flags, push_escaped);
+}
+
+/// Appends the escape of `b` (a control byte, `"` or `\`).
+#[inline(always)]
+fn push_escaped(b: u8, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut run = 0;
-    let mut i = 0;
-    while i < s.len() {
-        i = skip_clean(s, i, word_needs_json_escape);
-        let Some(&b) = s.get(i) else { break };
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0..0x20 => b"",
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        out.extend_from_slice(&s[run..i]);
-        if short.is_empty() {
+    let short = match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        0x08 => b'b',
+        0x0c => b'f',
+        _ => {
             out.extend_from_slice(&[
                 b'\\',
                 b'u',
@@ -278,13 +274,10 @@ fn escape(s: &[u8], out: &mut Vec<u8>) {
                 HEX[(b >> 4) as usize],
                 HEX[(b & 15) as usize],
             ]);
-        } else {
-            out.extend_from_slice(short);
+            return;
         }
-        i += 1;
-        run = i;
-    }
-    out.extend_from_slice(&s[run..]);
+    };
+    out.extend_from_slice(&[b'\\', short]);
 }
 
 #[cfg(test)]
