@@ -88,7 +88,7 @@ impl<'a> Column<'a> {
     }
 
     /// The value at `row`.
-    #[inline]
+    #[inline(always)]
     pub fn cell(&self, row: usize) -> Cell<'a> {
         match self {
             Column::Str(a) if a.is_valid(row) => {
