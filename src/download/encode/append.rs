@@ -64,30 +64,46 @@ pub fn word_needs_csv_quote(w: u64) -> bool {
         != 0
 }
 
-/// Runs `word` over `s` eight bytes at a time (the tail padded with a harmless byte).
+/// Runs `word` over `data[start..start + len]` eight bytes at a time. The last word is read
+/// in one load, without staging the tail in a padded block (whose piecewise stores stall the
+/// load): a value of 8 bytes or more ends with the word of its last 8 bytes (overlapping the
+/// previous one is harmless); a shorter one is read from the buffer around it and its bytes
+/// past `len` replaced by a clean padding byte.
 #[inline(always)]
-fn any_word(s: &[u8], pad: u8, word: impl Fn(u64) -> bool) -> bool {
-    let chunks = s.chunks_exact(8);
-    let tail = chunks.remainder();
-    let whole = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("chunks of 8"));
-    if chunks.into_iter().any(|c| word(whole(c))) {
-        return true;
+fn any_word(data: &[u8], start: usize, len: usize, word: impl Fn(u64) -> bool) -> bool {
+    let s = &data[start..start + len];
+    let load = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    if len >= 8 {
+        let chunks = s.chunks_exact(8);
+        return chunks.into_iter().any(|c| word(load(c))) || word(load(&s[len - 8..]));
     }
-    let mut last = [pad; 8];
-    last[..tail.len()].copy_from_slice(tail);
-    word(u64::from_le_bytes(last))
+    if len == 0 {
+        return false;
+    }
+    const PAD: u64 = splat(b'a');
+    let keep = (1u64 << (8 * len)) - 1;
+    let w = if let Some(b) = data.get(start..start + 8) {
+        load(b)
+    } else if start + len >= 8 {
+        load(&data[start + len - 8..start + len]) >> (8 * (8 - len))
+    } else {
+        s.iter().rev().fold(0, |w, &b| w << 8 | b as u64)
+    };
+    word((w & keep) | (PAD & !keep))
 }
 
-/// Whether `s` has a control character, `"` or `\` (JSON must escape them).
+/// Whether `data[start..start + len]` has a control character, `"` or `\\` (JSON must escape
+/// them).
 #[inline]
-pub fn needs_json_escape(s: &[u8]) -> bool {
-    any_word(s, b'a', word_needs_json_escape)
+pub fn needs_json_escape(data: &[u8], start: usize, len: usize) -> bool {
+    any_word(data, start, len, word_needs_json_escape)
 }
 
-/// Whether a CSV field must be quoted (a comma, quote or line break in it).
+/// Whether the CSV field `data[start..start + len]` must be quoted (a comma, quote or line
+/// break in it).
 #[inline]
-pub fn needs_csv_quote(s: &[u8]) -> bool {
-    any_word(s, b'a', word_needs_csv_quote)
+pub fn needs_csv_quote(data: &[u8], start: usize, len: usize) -> bool {
+    any_word(data, start, len, word_needs_csv_quote)
 }
 
 /// Appends `s` eight bytes at a time, with `special` appending each byte `flags` finds (in
@@ -221,8 +237,15 @@ mod tests {
                         }
                     })
                     .collect();
-                assert_eq!(needs_json_escape(&s), json(&s), "{s:?}");
-                assert_eq!(needs_csv_quote(&s), csv(&s), "{s:?}");
+                // Alone, and inside buffers of special bytes (which must not leak in).
+                for (before, after) in [(0, 0), (3, 0), (0, 5), (9, 9)] {
+                    let mut data = vec![b'"'; before];
+                    data.extend_from_slice(&s);
+                    data.extend(std::iter::repeat_n(b'\n', after));
+                    let (at, n) = (before, s.len());
+                    assert_eq!(needs_json_escape(&data, at, n), json(&s), "{s:?} {before}");
+                    assert_eq!(needs_csv_quote(&data, at, n), csv(&s), "{s:?} {before}");
+                }
             }
         }
     }

@@ -32,7 +32,7 @@ impl CsvEncoder {
 }
 
 fn field(s: &[u8], out: &mut Vec<u8>) {
-    if needs_csv_quote(s) {
+    if needs_csv_quote(s, 0, s.len()) {
         quoted(s, out);
     } else {
         out.extend_from_slice(s);
@@ -90,7 +90,9 @@ impl BatchEncoder for CsvRows {
                 }
                 match col.cell(row) {
                     Cell::Null => {}
-                    Cell::Str(t) if needs_csv_quote(t.bytes()) => quoted(t.bytes(), out),
+                    Cell::Str(t) if needs_csv_quote(t.data, t.start, t.len) => {
+                        quoted(t.bytes(), out)
+                    }
                     Cell::Str(t) => push_window(out, t.data, t.start, t.len),
                     Cell::Int(v) => push_i64(out, v),
                     Cell::Float(v) if v.is_finite() => {

@@ -238,7 +238,7 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
 #[inline]
 fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
-    if needs_json_escape(t.bytes()) {
+    if needs_json_escape(t.data, t.start, t.len) {
         escape(t.bytes(), out);
     } else {
         push_window(out, t.data, t.start, t.len);
