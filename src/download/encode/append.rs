@@ -87,7 +87,7 @@ fn any_word(data: &[u8], start: usize, len: usize, word: impl Fn(u64) -> bool) -
     } else if start + len >= 8 {
         load(&data[start + len - 8..start + len]) >> (8 * (8 - len))
     } else {
-        s.iter().rev().fold(0, |w, &b| w << 8 | b as u64)
+        s.iter().rev().fold(0, |w, &b| (w << 8) | b as u64)
     };
     word((w & keep) | (PAD & !keep))
 }
@@ -135,7 +135,7 @@ pub fn copy_flagged(
     }
     for &b in &s[i..] {
         // The byte alone in a word of clean padding.
-        if flags(splat(b'a') & !0xff | b as u64) & 0x80 != 0 {
+        if flags((splat(b'a') & !0xff) | b as u64) & 0x80 != 0 {
             special(b, out);
         } else {
             out.push(b);
@@ -150,9 +150,35 @@ pub const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
+/// The eight decimal digits of `n` (< 10^8), zero-padded, as ASCII bytes in memory order
+/// (most significant first), computed in one word: 4-digit halves, then pairs, then digits,
+/// each split by a multiply-shift (exact in these ranges, no carry between lanes).
+#[inline(always)]
+fn digits8(n: u32) -> u64 {
+    let n = n as u64;
+    let mut v = (n / 10_000) | ((n % 10_000) << 32);
+    let q = ((v * 10_486) >> 20) & 0x0000_007f_0000_007f;
+    v = q | ((v - q * 100) << 16);
+    let q = ((v * 103) >> 10) & 0x000f_000f_000f_000f;
+    q | ((v - q * 10) << 8)
+}
+
 /// Appends `v` in decimal.
 #[inline]
 pub fn push_i64(out: &mut Vec<u8>, v: i64) {
+    let n = v.unsigned_abs();
+    if n < 100_000_000 {
+        // Up to eight digits as one word, its leading zero digits (bytes 0) dropped.
+        if v < 0 {
+            out.push(b'-');
+        }
+        let d = digits8(n as u32);
+        let lead = if n == 0 { 7 } else { d.trailing_zeros() / 8 };
+        let at = out.len();
+        out.extend_from_slice(&((d >> (8 * lead)) | splat(b'0')).to_le_bytes());
+        out.truncate(at + 8 - lead as usize);
+        return;
+    }
     let mut buf = [0u8; 24];
     let neg = v < 0;
     let mut n = v.unsigned_abs();
@@ -209,6 +235,12 @@ mod tests {
             x ^= x << 17;
             cases.push((x as i64) >> (x % 64));
         }
+        // Every digit count's edges, both signs, and a dense run of small values.
+        for k in 0..19 {
+            let p = 10i64.pow(k);
+            cases.extend([p - 1, p, p + 1, -p + 1, -p, -p - 1]);
+        }
+        cases.extend(-100_000..100_000);
         for v in cases {
             let mut out = b"x".to_vec();
             push_i64(&mut out, v);
