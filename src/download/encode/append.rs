@@ -23,7 +23,7 @@ pub fn push_window(out: &mut Vec<u8>, data: &[u8], start: usize, len: usize) {
 }
 
 /// `b` repeated in every byte of a word.
-const fn splat(b: u8) -> u64 {
+pub const fn splat(b: u8) -> u64 {
     0x0101_0101_0101_0101 * b as u64
 }
 
@@ -154,7 +154,7 @@ pub const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 /// (most significant first), computed in one word: 4-digit halves, then pairs, then digits,
 /// each split by a multiply-shift (exact in these ranges, no carry between lanes).
 #[inline(always)]
-fn digits8(n: u32) -> u64 {
+pub fn digits8(n: u32) -> u64 {
     let n = n as u64;
     let mut v = (n / 10_000) | ((n % 10_000) << 32);
     let q = ((v * 10_486) >> 20) & 0x0000_007f_0000_007f;

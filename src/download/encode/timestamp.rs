@@ -1,11 +1,12 @@
 //! Timestamps as RFC 3339 text (`YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`, as chrono's `AutoSi` writes
 //! them) without `fmt`: the date part of the last day seen is kept per thread (event tables are
-//! in time order, so most rows share their day with the previous one) and the time is written
-//! from a two-digit table into a fixed array copied as one block.
+//! in time order, so most rows share their day with the previous one) and the time is built as
+//! two words in registers (digits by multiply-shift) and appended as two stores — no staging
+//! block, whose piecewise stores would stall the load that copies it.
 
 use std::cell::Cell;
 
-use super::append::PAIRS;
+use super::append::{PAIRS, digits8, splat};
 
 thread_local! {
     /// The last day (since the epoch) written, and its `YYYY-MM-DD`.
@@ -24,14 +25,45 @@ pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
         // Years outside 0..=9999: a sign and as many digits as needed.
         let (y, m, d) = civil_from_days(days);
         out.extend_from_slice(format!("{y:+05}").as_bytes());
-        let (buf, len) = with_time(date_bytes(0, m as u32, d as u32), sod, frac);
-        out.extend_from_slice(&buf[4..len]);
+        out.extend_from_slice(&date_bytes(0, m as u32, d as u32)[4..]);
+        push_time(out, sod, frac);
         return;
     };
-    let (buf, len) = with_time(date, sod, frac);
+    out.extend_from_slice(&date);
+    push_time(out, sod, frac);
+}
+
+/// Appends `THH:MM:SS[.fff[fff]]Z` for `sod` seconds into the day and `frac` µs.
+#[inline(always)]
+fn push_time(out: &mut Vec<u8>, sod: u32, frac: u32) {
+    let (h, m, s) = (sod / 3600, sod / 60 % 60, sod % 60);
+    // `00HHMMSS` and `00ffffff`, byte k of the word being character k.
+    let hms = digits8(h * 10_000 + m * 100 + s) | splat(b'0');
+    let digit = |k: u32| (hms >> (8 * k)) & 0xff;
+    let (colon, dot) = (b':' as u64, b'.' as u64);
+    let time = b'T' as u64
+        | (digit(2) << 8)
+        | (digit(3) << 16)
+        | (colon << 24)
+        | (digit(4) << 32)
+        | (digit(5) << 40)
+        | (colon << 48)
+        | (digit(6) << 56);
+    out.extend_from_slice(&time.to_le_bytes());
+    // The seconds' last digit, then `.ffffff` (or what is kept of it) and `Z`.
+    let rest = digit(7) | (dot << 8) | ((digits8(frac) | splat(b'0')) & !0xffff);
+    let z = b'Z' as u64;
+    let (rest, len) = match frac {
+        0 => ((rest & 0xff) | (z << 8), 2),
+        f if f % 1000 == 0 => ((rest & !(0xff << 40)) | (z << 40), 6),
+        _ => (rest, 8),
+    };
     let at = out.len();
-    out.extend_from_slice(&buf);
+    out.extend_from_slice(&rest.to_le_bytes());
     out.truncate(at + len);
+    if len == 8 {
+        out.push(b'Z');
+    }
 }
 
 /// `YYYY-MM-DD` of `days` since the epoch, from the per-thread cache when it is the last day
@@ -67,32 +99,6 @@ fn date_bytes(y: u32, m: u32, d: u32) -> [u8; 10] {
     pair(&mut b, 5, m);
     pair(&mut b, 8, d);
     b
-}
-
-/// The date, then `THH:MM:SS[.fff[fff]]Z`, in a fixed array, with its length.
-#[inline(always)]
-fn with_time(date: [u8; 10], sod: u32, frac: u32) -> ([u8; 32], usize) {
-    let mut b = *b"0000-00-00T00:00:00.000000Z\0\0\0\0\0";
-    b[..10].copy_from_slice(&date);
-    pair(&mut b, 11, sod / 3600);
-    pair(&mut b, 14, sod / 60 % 60);
-    pair(&mut b, 17, sod % 60);
-    if frac == 0 {
-        b[19] = b'Z';
-        return (b, 20);
-    }
-    if frac % 1000 == 0 {
-        let ms = frac / 1000;
-        b[20] = b'0' + (ms / 100) as u8;
-        pair(&mut b, 21, ms % 100);
-        b[23] = b'Z';
-        return (b, 24);
-    }
-    b[20] = b'0' + (frac / 100_000) as u8;
-    pair(&mut b, 21, frac / 1000 % 100);
-    pair(&mut b, 23, frac / 10 % 100);
-    b[25] = b'0' + (frac % 10) as u8;
-    (b, 27)
 }
 
 /// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
