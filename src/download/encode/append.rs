@@ -92,7 +92,7 @@ fn any_word(data: &[u8], start: usize, len: usize, word: impl Fn(u64) -> bool) -
     word((w & keep) | (PAD & !keep))
 }
 
-/// Whether `data[start..start + len]` has a control character, `"` or `\\` (JSON must escape
+/// Whether `data[start..start + len]` has a control character, `"` or `\` (JSON must escape
 /// them).
 #[inline]
 pub fn needs_json_escape(data: &[u8], start: usize, len: usize) -> bool {

@@ -232,9 +232,9 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
     }
 }
 
-/// A JSON string: a short clean one (the common case) copied as one block, any other escaped
-/// as it is copied (as serde_json does: `\"`, `\\`, `\b \f \n \r \t`, other control bytes
-/// as `\u00XX`).
+/// A JSON string: copied as is when nothing needs escaping (the common case), else escaped as
+/// it is copied (as serde_json does: `\"`, `\\`, `\b \f \n \r \t`, other control bytes as
+/// `\u00XX`).
 #[inline]
 fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
