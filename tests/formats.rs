@@ -172,3 +172,55 @@ async fn compression_accept_negotiation_and_int64_as_string() {
     assert_eq!(doc["data"][1]["count"], json!("1000000007"));
     assert_eq!(doc["meta"][0]["type"], json!("int64"));
 }
+
+/// Small batches (three rows each), so a table spans many pipeline slots: every text format gives
+/// the rows in order and complete, and a filter that matches nothing gives an empty but
+/// well-formed document (the pipeline sizes itself from a first batch that then never comes).
+#[tokio::test]
+async fn text_formats_in_order_across_many_batches_and_empty_results() {
+    let t = TestServer::start(|c| c.download.batch_rows = 3).await;
+    let element = varied_table(&t).await;
+    let (_, doc) = t.download(&element, json!({})).await;
+    let want: Vec<Value> = doc["data"].as_array().unwrap().clone();
+    assert_eq!((want.len(), doc["rows"].as_u64()), (40, Some(40)));
+    // In the order sent: files in flush order, rows in arrival order.
+    let ids: Vec<&str> = want.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let sent: Vec<String> = (0..40).map(|i| format!("v{i}")).collect();
+    assert_eq!(ids, sent);
+    let (_, _, body) = fetch(&t, &element, json!({"format": "ndjson"}), &[]).await;
+    let lines: Vec<Value> = String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, want);
+    let (_, _, body) = fetch(&t, &element, json!({"format": "csv"}), &[]).await;
+    let mut csv = csv::Reader::from_reader(&body[..]);
+    let names: Vec<String> = csv.headers().unwrap().iter().map(String::from).collect();
+    let records: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+    assert_eq!(records.len(), 40);
+    let id = names.iter().position(|n| n == "id").unwrap();
+    for (record, row) in records.iter().zip(&want) {
+        assert_eq!(Some(&record[id]), row["id"].as_str());
+    }
+
+    let none = json!({"filters": [{"column": "id", "op": "eq", "value": "absent"}]});
+    let (status, doc) = t.download(&element, none.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (doc["data"].clone(), doc["rows"].clone()),
+        (json!([]), json!(0))
+    );
+    assert_eq!(doc["meta"].as_array().map(Vec::len), Some(names.len()));
+    let mut ndjson = none.clone();
+    ndjson["format"] = json!("ndjson");
+    let (status, _, body) = fetch(&t, &element, ndjson, &[]).await;
+    assert_eq!((status, body.len()), (200, 0));
+    let mut as_csv = none;
+    as_csv["format"] = json!("csv");
+    let (status, _, body) = fetch(&t, &element, as_csv, &[]).await;
+    assert_eq!(status, 200);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.starts_with(&names.join(",")), "{text}");
+    assert_eq!(text.lines().count(), 1, "{text}");
+}
