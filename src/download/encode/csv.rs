@@ -9,7 +9,8 @@ use arrow::record_batch::RecordBatch;
 
 use super::append::{copy_flagged, needs_csv_quote, push_i64, push_window, quote_flags};
 use super::column::{Cell, Column};
-use super::{BatchEncoder, EncodeError, Encoder, write_rfc3339};
+use super::timestamp::Rfc3339;
+use super::{BatchEncoder, EncodeError, Encoder};
 use crate::warehouse::schema::TableSchema;
 
 /// CSV encoder.
@@ -83,6 +84,7 @@ impl BatchEncoder for CsvRows {
         let per_row = self.bytes_per_row.load(Ordering::Relaxed);
         out.reserve(batch.num_rows() * per_row + per_row / 2);
         let start = out.len();
+        let mut times = Rfc3339::default();
         for row in 0..batch.num_rows() {
             for (i, col) in cols.iter().enumerate() {
                 if i > 0 {
@@ -100,7 +102,7 @@ impl BatchEncoder for CsvRows {
                     }
                     Cell::Float(_) => {}
                     Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-                    Cell::Ts(v) => write_rfc3339(v, out),
+                    Cell::Ts(v) => times.write(v, out),
                 }
             }
             out.extend_from_slice(b"\r\n");

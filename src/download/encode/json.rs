@@ -13,7 +13,7 @@ use super::append::{
     WINDOW, copy_flagged, json_escape_flags, needs_json_escape, push_i64, push_window,
 };
 use super::column::{Cell, Column, Text};
-use super::timestamp::write_rfc3339;
+use super::timestamp::Rfc3339;
 
 use crate::warehouse::schema::TableSchema;
 
@@ -184,13 +184,14 @@ impl JsonRows {
         out.reserve(batch.num_rows() * per_row + per_row / 2);
         let start = out.len();
         let close: &[u8] = if self.ndjson { b"}\n" } else { b"}" };
+        let mut times = Rfc3339::default();
         for row in 0..batch.num_rows() {
             if cols.is_empty() {
                 out.extend_from_slice(self.row_open);
             }
             for (col, &(at, len)) in cols.iter().zip(&self.spans) {
                 push_window(out, &self.prefixes, at, len);
-                write_cell(col.cell(row), self.int64_as_string, out);
+                write_cell(col.cell(row), self.int64_as_string, &mut times, out);
             }
             out.extend_from_slice(close);
         }
@@ -209,7 +210,7 @@ impl BatchEncoder for JsonRows {
 }
 
 /// Writes one cell as a JSON value.
-fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
+fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut Vec<u8>) {
     match cell {
         Cell::Null => out.extend_from_slice(b"null"),
         Cell::Str(t) => write_str(t, out),
@@ -226,7 +227,7 @@ fn write_cell(cell: Cell, int64_as_string: bool, out: &mut Vec<u8>) {
         Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
         Cell::Ts(v) => {
             out.push(b'"');
-            write_rfc3339(v, out);
+            times.write(v, out);
             out.push(b'"');
         }
     }

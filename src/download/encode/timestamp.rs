@@ -1,88 +1,100 @@
 //! Timestamps as RFC 3339 text (`YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`, as chrono's `AutoSi` writes
-//! them) without `fmt`: the date part of the last day seen is kept per thread (event tables are
-//! in time order, so most rows share their day with the previous one) and the time is built as
-//! two words in registers (digits by multiply-shift) and appended as two stores — no staging
-//! block, whose piecewise stores would stall the load that copies it.
-
-use std::cell::Cell;
+//! them) without `fmt`. A [`Rfc3339`] keeps the `YYYY-MM-DDTHH:MM:` of the last minute it wrote
+//! (event tables are in time order, so most values share their minute with the one before, and
+//! the encoders keep one per batch); the seconds and fraction are built as two words in
+//! registers (digits by multiply-shift) and appended as one store — no staging block, whose
+//! piecewise stores would stall the load that copies it.
 
 use super::append::{PAIRS, digits8, splat};
 
-thread_local! {
-    /// The last day (since the epoch) written, and its `YYYY-MM-DD`.
-    static DAY: Cell<(i64, [u8; 10])> = const { Cell::new((i64::MIN, [0; 10])) };
-}
-
 /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
-#[inline]
 pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
-    let (secs, frac) = (
-        micros.div_euclid(1_000_000),
-        micros.rem_euclid(1_000_000) as u32,
-    );
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400) as u32);
-    let Some(date) = date(days) else {
-        // Years outside 0..=9999: a sign and as many digits as needed.
-        let (y, m, d) = civil_from_days(days);
-        out.extend_from_slice(format!("{y:+05}").as_bytes());
-        out.extend_from_slice(&date_bytes(0, m as u32, d as u32)[4..]);
-        push_time(out, sod, frac);
-        return;
-    };
-    out.extend_from_slice(&date);
-    push_time(out, sod, frac);
+    Rfc3339::default().write(micros, out);
 }
 
-/// Appends `THH:MM:SS[.fff[fff]]Z` for `sod` seconds into the day and `frac` µs.
-#[inline(always)]
-fn push_time(out: &mut Vec<u8>, sod: u32, frac: u32) {
-    let (h, m, s) = (sod / 3600, sod / 60 % 60, sod % 60);
-    // `00HHMMSS` and `00ffffff`, byte k of the word being character k.
-    let hms = digits8(h * 10_000 + m * 100 + s) | splat(b'0');
-    let digit = |k: u32| (hms >> (8 * k)) & 0xff;
-    let (colon, dot) = (b':' as u64, b'.' as u64);
-    let time = b'T' as u64
-        | (digit(2) << 8)
-        | (digit(3) << 16)
-        | (colon << 24)
-        | (digit(4) << 32)
-        | (digit(5) << 40)
-        | (colon << 48)
-        | (digit(6) << 56);
-    out.extend_from_slice(&time.to_le_bytes());
-    // The seconds' last digit, then `.ffffff` (or what is kept of it) and `Z`.
-    let rest = digit(7) | (dot << 8) | ((digits8(frac) | splat(b'0')) & !0xffff);
-    let z = b'Z' as u64;
-    let (rest, len) = match frac {
-        0 => ((rest & 0xff) | (z << 8), 2),
-        f if f % 1000 == 0 => ((rest & !(0xff << 40)) | (z << 40), 6),
-        _ => (rest, 8),
-    };
-    let at = out.len();
-    out.extend_from_slice(&rest.to_le_bytes());
-    out.truncate(at + len);
-    if len == 8 {
-        out.push(b'Z');
+/// A timestamp writer that remembers the last minute it wrote.
+pub struct Rfc3339 {
+    /// Minutes since the epoch of `prefix`.
+    minute: i64,
+    /// `YYYY-MM-DDTHH:MM:` of `minute`.
+    prefix: [u8; 17],
+}
+
+impl Default for Rfc3339 {
+    fn default() -> Self {
+        Self {
+            minute: i64::MIN,
+            prefix: [0; 17],
+        }
     }
 }
 
-/// `YYYY-MM-DD` of `days` since the epoch, from the per-thread cache when it is the last day
-/// seen; `None` for years outside 0..=9999.
-#[inline]
-fn date(days: i64) -> Option<[u8; 10]> {
-    DAY.with(|last| {
-        let (seen, bytes) = last.get();
-        if seen == days {
-            return Some(bytes);
+impl Rfc3339 {
+    /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
+    #[inline(always)]
+    pub fn write(&mut self, micros: i64, out: &mut Vec<u8>) {
+        let (secs, frac) = (
+            micros.div_euclid(1_000_000),
+            micros.rem_euclid(1_000_000) as u32,
+        );
+        let minute = secs.div_euclid(60);
+        let sec = (secs - minute * 60) as u32;
+        if minute != self.minute && !self.remember(minute) {
+            return wide_year(minute, sec, frac, out);
         }
+        out.extend_from_slice(&self.prefix);
+        push_seconds(out, sec, frac);
+    }
+
+    /// Builds the prefix of `minute`; `false` for years outside 0..=9999.
+    #[inline(never)]
+    fn remember(&mut self, minute: i64) -> bool {
+        let (days, mod_) = (minute.div_euclid(1440), minute.rem_euclid(1440) as u32);
         let (y, m, d) = civil_from_days(days);
         if !(0..=9999).contains(&y) {
-            return None;
+            return false;
         }
-        let bytes = date_bytes(y as u32, m as u32, d as u32);
-        last.set((days, bytes));
-        Some(bytes)
-    })
+        self.prefix[..10].copy_from_slice(&date_bytes(y as u32, m as u32, d as u32));
+        self.prefix[10..].copy_from_slice(b"THH:MM:");
+        pair(&mut self.prefix, 11, mod_ / 60);
+        pair(&mut self.prefix, 14, mod_ % 60);
+        self.minute = minute;
+        true
+    }
+}
+
+/// Years outside 0..=9999: a sign and as many digits as needed.
+#[cold]
+fn wide_year(minute: i64, sec: u32, frac: u32, out: &mut Vec<u8>) {
+    let (days, mod_) = (minute.div_euclid(1440), minute.rem_euclid(1440) as u32);
+    let (y, m, d) = civil_from_days(days);
+    out.extend_from_slice(format!("{y:+05}").as_bytes());
+    out.extend_from_slice(&date_bytes(0, m as u32, d as u32)[4..]);
+    let mut hm = *b"THH:MM:";
+    pair(&mut hm, 1, mod_ / 60);
+    pair(&mut hm, 4, mod_ % 60);
+    out.extend_from_slice(&hm);
+    push_seconds(out, sec, frac);
+}
+
+/// Appends `SS[.fff[fff]]Z` for `sec` seconds and `frac` µs.
+#[inline(always)]
+fn push_seconds(out: &mut Vec<u8>, sec: u32, frac: u32) {
+    let p = sec as usize * 2;
+    // `00ffffff`, byte k being character k.
+    let f = digits8(frac) | splat(b'0');
+    let (dot, z) = (b'.' as u64, b'Z' as u64);
+    // `SS.fffff` and `fZ`.
+    let head = PAIRS[p] as u64 | (PAIRS[p + 1] as u64) << 8 | dot << 16 | (f >> 16) << 24;
+    let tail = (f >> 56) | z << 8;
+    let (head, len) = match frac {
+        0 => ((head & 0xffff) | z << 16, 3),
+        f if f % 1000 == 0 => ((head & !(0xff << 48)) | z << 48, 7),
+        _ => (head, 10),
+    };
+    let at = out.len();
+    out.extend_from_slice(&(head as u128 | (tail as u128) << 64).to_le_bytes());
+    out.truncate(at + len);
 }
 
 #[inline(always)]
@@ -92,6 +104,7 @@ fn pair(b: &mut [u8], at: usize, v: u32) {
     b[at + 1] = PAIRS[p + 1];
 }
 
+/// `YYYY-MM-DD`.
 fn date_bytes(y: u32, m: u32, d: u32) -> [u8; 10] {
     let mut b = *b"0000-00-00";
     pair(&mut b, 0, y / 100);
@@ -152,11 +165,12 @@ mod tests {
     }
 
     #[test]
-    fn random_timestamps_match_chrono_whatever_the_day_before() {
-        // Runs of the same day (the cache hits), jumps (it misses), whole seconds and
-        // milliseconds (the short forms), years 1 to 9999.
+    fn random_timestamps_match_chrono_whatever_the_minute_before() {
+        // Runs of the same minute (the cache hits), jumps (it misses), whole seconds and
+        // milliseconds (the short forms), years 1 to 9999, one writer throughout.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut micros = 0i64;
+        let mut writer = Rfc3339::default();
         for _ in 0..200_000 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -164,10 +178,13 @@ mod tests {
             micros = match x % 4 {
                 0 => (x >> 8) as i64 % 253_402_300_800_000_000 - 62_135_596_800_000_000 / 2,
                 1 => micros + (x >> 40) as i64,
+                2 if x % 8 == 2 => micros + (x >> 60) as i64 * 7_000_000,
                 2 => micros - micros.rem_euclid(1_000_000),
                 _ => micros - micros.rem_euclid(1000),
             };
-            assert_eq!(ts(micros), chrono(micros), "{micros}");
+            let mut v = Vec::new();
+            writer.write(micros, &mut v);
+            assert_eq!(String::from_utf8(v).unwrap(), chrono(micros), "{micros}");
         }
     }
 }
