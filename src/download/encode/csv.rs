@@ -9,6 +9,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::append::{copy_flagged, needs_csv_quote, push_i64, push_window, quote_flags};
 use super::column::{Cell, Column};
+use super::float::push_f64;
 use super::timestamp::Rfc3339;
 use super::{BatchEncoder, EncodeError, Encoder};
 use crate::warehouse::schema::TableSchema;
@@ -97,9 +98,7 @@ impl BatchEncoder for CsvRows {
                     }
                     Cell::Str(t) => push_window(out, t.data, t.start, t.len),
                     Cell::Int(v) => push_i64(out, v),
-                    Cell::Float(v) if v.is_finite() => {
-                        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes())
-                    }
+                    Cell::Float(v) if v.is_finite() => push_f64(out, v),
                     Cell::Float(_) => {}
                     Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
                     Cell::Ts(v) => times.write(v, out),

@@ -13,6 +13,7 @@ use super::append::{
     WINDOW, copy_flagged, json_escape_flags, needs_json_escape, push_i64, push_window,
 };
 use super::column::{Cell, Column, Text};
+use super::float::push_f64;
 use super::timestamp::Rfc3339;
 
 use crate::warehouse::schema::TableSchema;
@@ -220,9 +221,7 @@ fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut 
             out.push(b'"');
         }
         Cell::Int(v) => push_i64(out, v),
-        Cell::Float(v) if v.is_finite() => {
-            out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes())
-        }
+        Cell::Float(v) if v.is_finite() => push_f64(out, v),
         Cell::Float(_) => out.extend_from_slice(b"null"),
         Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
         Cell::Ts(v) => {

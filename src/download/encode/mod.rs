@@ -7,6 +7,7 @@ mod append;
 mod arrow;
 mod column;
 mod csv;
+mod float;
 pub mod json;
 mod timestamp;
 
