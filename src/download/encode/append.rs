@@ -163,8 +163,9 @@ pub fn digits8(n: u32) -> u64 {
     q | ((v - q * 10) << 8)
 }
 
-/// Appends `v` in decimal.
-#[inline]
+/// Appends `v` in decimal. Always inlined: a call per value cost 2-3 % of a numeric table's
+/// JSON download.
+#[inline(always)]
 pub fn push_i64(out: &mut Vec<u8>, v: i64) {
     let n = v.unsigned_abs();
     if n < 100_000_000 {
@@ -179,6 +180,13 @@ pub fn push_i64(out: &mut Vec<u8>, v: i64) {
         out.truncate(at + 8 - lead as usize);
         return;
     }
+    push_long(out, v);
+}
+
+/// Appends `v` (at least 10^8 in magnitude) in decimal: out of line, so the row loops inline
+/// only the short case.
+#[inline(never)]
+fn push_long(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 24];
     let neg = v < 0;
     let mut n = v.unsigned_abs();
