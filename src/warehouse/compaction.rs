@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use arrow::array::AsArray;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -342,12 +343,15 @@ fn merge_bytes(inputs: &[Bytes], parquet: &ParquetConfig) -> Result<Merged, BoxE
             })
             .collect::<Vec<_>>(),
     ));
-    let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new(
-        &mut out,
-        arrow_schema.clone(),
-        Some(writer::properties(parquet)?),
-    )?;
+    // Made for the first batch, whose values choose each column's encoding.
+    let mut w: Option<ArrowWriter<Vec<u8>>> = None;
+    let new_writer = |first: &RecordBatch| {
+        ArrowWriter::try_new(
+            Vec::new(),
+            arrow_schema.clone(),
+            Some(writer::properties(parquet, first)?),
+        )
+    };
     let (mut rows, mut min_ts, mut max_ts) = (0u64, None::<i64>, None::<i64>);
     for b in inputs {
         for batch in ParquetRecordBatchReaderBuilder::try_new(b.clone())?.build()? {
@@ -362,9 +366,17 @@ fn merge_bytes(inputs: &[Bytes], parquet: &ParquetConfig) -> Result<Merged, BoxE
                     max_ts = Some(max_ts.map_or(m, |x| x.max(m)));
                 }
             }
+            let w = match &mut w {
+                Some(w) => w,
+                None => w.insert(new_writer(&batch)?),
+            };
             w.write(&batch)?;
         }
     }
-    w.close()?;
+    let w = match w {
+        Some(w) => w,
+        None => new_writer(&RecordBatch::new_empty(arrow_schema.clone()))?,
+    };
+    let out = w.into_inner()?;
     Ok((Bytes::from(out), schema, rows, min_ts, max_ts))
 }
