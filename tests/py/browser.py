@@ -38,7 +38,11 @@ os.environ.setdefault("SE_OFFLINE", "true")
 os.environ.setdefault("SE_AVOID_STATS", "true")
 
 from selenium import webdriver  # noqa: E402
-from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as EC  # noqa: E402
@@ -239,8 +243,9 @@ class Browser:
         return self.text()
 
     def _wait_for_new_page(self, old, timeout: float, what: str) -> None:
+        """Waits until `old` (an element of the page before) is gone and the new page loaded."""
         try:
-            WebDriverWait(self.driver, timeout).until(EC.staleness_of(old))
+            WebDriverWait(self.driver, timeout).until(lambda _: _gone(old))
             WebDriverWait(self.driver, timeout).until(
                 lambda d: d.execute_script("return document.readyState") == "complete"
             )
@@ -338,3 +343,19 @@ def start_browser(screenshot_dir) -> Browser:
     driver.set_page_load_timeout(30)
     driver.set_script_timeout(30)
     return Browser(driver, shots, tmp, startup)
+
+
+def _gone(old) -> bool:
+    """Whether the element `old` has left the document (its page was replaced). Selenium's
+    `staleness_of` knows only StaleElementReferenceException; Chromium answers a node caught
+    mid-navigation with "Node with given id does not belong to the document" (or "No node with
+    given id found") instead, which means the same."""
+    try:
+        old.is_enabled()
+        return False
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as e:
+        if "does not belong to the document" in str(e) or "No node with given id" in str(e):
+            return True
+        raise
