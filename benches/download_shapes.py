@@ -80,7 +80,7 @@ Caveats
 * Sizes at 5M rows (extrapolated from 1M): events ~0.2 GB Parquet / 1.5 GB JSON; wide ~2 GB
   Parquet / 7.5 GB JSON; strings ~0.2 GB / 1.5 GB; numeric ~0.1 GB / 0.3 GB. Disk: ~10 GB under
   the temp dir (the files and stowage's copy; each size is deleted when done). The DuckDB output
-  goes to /dev/shm (RAM) when it fits. Import of `wide` needs ~1 GB of RAM in the CLI.
+  goes to /dev/shm (RAM) when it fits. Import of `wide` needs ~0.5 GB of RAM in the CLI.
 * Time: `--sizes 1000000,5000000 --repeat 3` takes roughly 45–60 min on an idle 2-core box
   (most of it the `wide` shape: ~15 s per format per download at 5M, DuckDB COPY json 35–60 s).
 

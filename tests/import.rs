@@ -276,6 +276,36 @@ async fn parquet_import_through_the_cli() {
             .unwrap()
             .is_none()
     );
+
+    // The CLI reads a Parquet file in place (footer first): a truncated copy, whose footer is
+    // gone, is refused the same way.
+    let whole = std::fs::read(&file).unwrap();
+    let cut = dir.path().join("cut.parquet");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "admin",
+            "--json",
+            "table",
+            "import",
+            "--team",
+            &t.seeded.team,
+        ])
+        .args(["--table", "cut"])
+        .arg(&cut)
+        .arg("--data-dir")
+        .arg(t.dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err: Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["error"]["code"], "invalid_import", "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not a valid Parquet file")),
+        "{err}"
+    );
 }
 
 /// Files from pyarrow (defaults, every codec, v1 plain pages, one-row row groups), pandas,

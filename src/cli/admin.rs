@@ -235,7 +235,7 @@ fn import_table(
     catalog: Catalog,
     (team, table, format, delimiter, file): ImportArgs,
 ) -> Result<Output, AdminError> {
-    use crate::warehouse::import::{ImportFormat, Importer, import};
+    use crate::warehouse::import::{ImportFormat, Importer, Source, import};
     let refused = |m: String| AdminError::Catalog(CatalogError::Refused(m));
     let team = crate::catalog::TeamId(catalog.find_team(&team)?.id.into());
     let name = format
@@ -277,14 +277,7 @@ fn import_table(
         .block_on(async {
             // A running server's collector must see this process as alive while it imports.
             let beat = crate::warehouse::gc::spawn_heartbeat(catalog.clone(), grace);
-            let r = import(
-                &to,
-                &team,
-                &table,
-                format,
-                Box::new(std::io::BufReader::new(input)),
-            )
-            .await;
+            let r = import(&to, &team, &table, format, Source::File(input)).await;
             beat.abort();
             r
         })

@@ -16,7 +16,7 @@ use super::AppState;
 use super::body::{header_str, read_limited};
 use super::events::authenticate;
 use crate::error::ApiError;
-use crate::warehouse::import::{ImportError, ImportFormat, Importer, import};
+use crate::warehouse::import::{ImportError, ImportFormat, Importer, Source, import};
 
 /// Handler for imports.
 pub async fn post_import(
@@ -87,8 +87,7 @@ pub async fn post_import(
         parquet: &state.config.parquet,
         prefix: &state.config.storage.prefix,
     };
-    let input = Box::new(std::io::Cursor::new(body));
-    match import(&to, &team, table, format, input).await {
+    match import(&to, &team, table, format, Source::Bytes(body)).await {
         Ok(stats) => Ok(Json(json!(stats))),
         Err(ImportError::Input(msg)) => Err(ApiError::bad_request("invalid_import", msg)),
         Err(e @ ImportError::Internal(_)) => {

@@ -92,13 +92,33 @@ pub struct Importer<'a> {
     pub prefix: &'a str,
 }
 
+/// What an import reads.
+pub enum Source {
+    /// Bytes already in memory (an HTTP body, bounded by `ingest.max_import_body`).
+    Bytes(bytes::Bytes),
+    /// A file (the CLI's). Parquet is read in place — the footer, then one row group's pages at
+    /// a time — so a file of any size imports in the memory of a few chunks; CSV and NDJSON are
+    /// read through a buffer.
+    File(std::fs::File),
+}
+
+impl Source {
+    /// The source as a byte stream.
+    pub(super) fn into_read(self) -> Box<dyn Read + Send> {
+        match self {
+            Source::Bytes(b) => Box::new(std::io::Cursor::new(b)),
+            Source::File(f) => Box::new(std::io::BufReader::new(f)),
+        }
+    }
+}
+
 /// Imports `input` into `table` of `team`.
 pub async fn import(
     to: &Importer<'_>,
     team: &TeamId,
     table: &str,
     format: ImportFormat,
-    input: Box<dyn Read + Send>,
+    input: Source,
 ) -> Result<ImportStats, ImportError> {
     let Importer {
         catalog,
@@ -197,14 +217,18 @@ pub(super) fn emit(batch: RecordBatch, cfg: &ParquetConfig, tx: &Sink) -> Result
 
 fn decode(
     format: ImportFormat,
-    input: Box<dyn Read + Send>,
+    input: Source,
     cfg: &ParquetConfig,
     tx: &Sink,
 ) -> Result<(), ImportError> {
-    match format {
-        ImportFormat::Parquet => super::import_parquet::decode_parquet(input, cfg, tx),
-        ImportFormat::Csv(delimiter) => decode_rows(csv_rows(input, delimiter)?, cfg, tx),
-        ImportFormat::Ndjson => decode_rows(ndjson_rows(input), cfg, tx),
+    use super::import_parquet::decode_parquet;
+    match (format, input) {
+        (ImportFormat::Parquet, Source::Bytes(b)) => decode_parquet(b, cfg, tx),
+        (ImportFormat::Parquet, Source::File(f)) => decode_parquet(f, cfg, tx),
+        (ImportFormat::Csv(delimiter), input) => {
+            decode_rows(csv_rows(input.into_read(), delimiter)?, cfg, tx)
+        }
+        (ImportFormat::Ndjson, input) => decode_rows(ndjson_rows(input.into_read()), cfg, tx),
     }
 }
 

@@ -7,7 +7,6 @@
 //! dictionary of strings → string; booleans → boolean; an all-null column → string. Lists, maps,
 //! structs and binary are refused, naming the column.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, AsArray, PrimitiveArray};
@@ -19,6 +18,7 @@ use arrow::datatypes::{
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::reader::ChunkReader;
 use parquet::file::statistics::Statistics;
 
 use super::import::{CHUNK_ROWS, ImportError, Sink, emit};
@@ -39,17 +39,14 @@ enum Conv {
     Ts(TimeUnit),
 }
 
-/// Reads `input` as Parquet and emits warehouse-typed chunks.
-pub(super) fn decode_parquet(
-    mut input: Box<dyn Read + Send>,
+/// Reads `input` (bytes in memory, or a file read in place) as Parquet and emits
+/// warehouse-typed chunks.
+pub(super) fn decode_parquet<T: ChunkReader + 'static>(
+    input: T,
     cfg: &ParquetConfig,
     tx: &Sink,
 ) -> Result<(), ImportError> {
-    let mut data = Vec::new();
-    input
-        .read_to_end(&mut data)
-        .map_err(|e| ImportError::Input(e.to_string()))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(data))
+    let builder = ParquetRecordBatchReaderBuilder::try_new(input)
         .map_err(|e| ImportError::Input(format!("not a valid Parquet file: {e}")))?;
     let mut target = TableSchema::default();
     let mut convs = Vec::new();
