@@ -200,22 +200,17 @@ async fn parquet_import_through_the_cli() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("copy.parquet");
     std::fs::write(&file, resp.bytes().await.unwrap()).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "admin",
-            "--json",
-            "table",
-            "import",
-            "--team",
-            &t.seeded.team,
-            "--table",
-            "Copy Of Src",
-        ])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(t.dir.path())
-        .output()
-        .unwrap();
+    let cli_import = |table: &str, file: &std::path::Path| {
+        Command::new(BIN)
+            .args(["admin", "--json", "table", "import", "--team"])
+            .args([&t.seeded.team, "--table", table])
+            .arg(file)
+            .arg("--data-dir")
+            .arg(t.dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = cli_import("Copy Of Src", &file);
     assert!(
         out.status.success(),
         "{}",
@@ -243,22 +238,7 @@ async fn parquet_import_through_the_cli() {
             .unwrap()
             .success()
     );
-    let out = Command::new(BIN)
-        .args([
-            "admin",
-            "table",
-            "import",
-            "--team",
-            &t.seeded.team,
-            "--table",
-            "lists",
-        ])
-        .arg(&lists)
-        .arg("--data-dir")
-        .arg(t.dir.path())
-        .arg("--json")
-        .output()
-        .unwrap();
+    let out = cli_import("lists", &lists);
     assert!(!out.status.success());
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(
@@ -282,21 +262,7 @@ async fn parquet_import_through_the_cli() {
     let whole = std::fs::read(&file).unwrap();
     let cut = dir.path().join("cut.parquet");
     std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
-    let out = Command::new(BIN)
-        .args([
-            "admin",
-            "--json",
-            "table",
-            "import",
-            "--team",
-            &t.seeded.team,
-        ])
-        .args(["--table", "cut"])
-        .arg(&cut)
-        .arg("--data-dir")
-        .arg(t.dir.path())
-        .output()
-        .unwrap();
+    let out = cli_import("cut", &cut);
     assert!(!out.status.success());
     let err: Value = serde_json::from_slice(&out.stderr).unwrap();
     assert_eq!(err["error"]["code"], "invalid_import", "{err}");
