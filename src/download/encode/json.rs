@@ -310,6 +310,24 @@ mod tests {
     }
 
     #[test]
+    fn every_special_byte_at_every_offset_matches_serde_json() {
+        let specials = [
+            "\"", "\\", "\n", "\u{0}", "\u{1f}", "\u{7f}", " ", "é", "日",
+        ];
+        for len in [15, 16, 17, 31, 32, 33, 48] {
+            for at in 0..len {
+                for sp in specials {
+                    let s = format!("{}{sp}{}", "a".repeat(at), "z".repeat(len - at));
+                    let mut out = Vec::new();
+                    escape(s.as_bytes(), &mut out);
+                    let want = serde_json::to_vec(&s).unwrap();
+                    assert_eq!(out, want[1..want.len() - 1], "{s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn escaping_random_text_matches_serde_json() {
         let alphabet = [
             "a", "bcdefgh", "\"", "\\", "\n", "\r", "\t", "\u{1}", "\u{1f}", "é", "日本", "🎉", " ",
