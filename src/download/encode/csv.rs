@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::record_batch::RecordBatch;
 
-use super::append::{copy_flagged, needs_csv_quote, push_i64, push_window, quote_flags};
+use super::append::{copy_flagged, needs_csv_quote, push_i64, quote_flags};
+use super::clean::{Special, push_if_clean};
 use super::column::{Cell, Column};
 use super::float::push_f64;
 use super::timestamp::Rfc3339;
@@ -93,10 +94,11 @@ impl BatchEncoder for CsvRows {
                 }
                 match col.cell(row) {
                     Cell::Null => {}
-                    Cell::Str(t) if needs_csv_quote(t.data, t.start, t.len) => {
-                        quoted(t.bytes(), out)
+                    Cell::Str(t) => {
+                        if !push_if_clean(out, t.data, t.start, t.len, Special::Csv) {
+                            quoted(t.bytes(), out)
+                        }
                     }
-                    Cell::Str(t) => push_window(out, t.data, t.start, t.len),
                     Cell::Int(v) => push_i64(out, v),
                     Cell::Float(v) if v.is_finite() => push_f64(out, v),
                     Cell::Float(_) => {}

@@ -9,9 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use arrow::record_batch::RecordBatch;
 
 use super::BatchEncoder;
-use super::append::{
-    WINDOW, copy_flagged, json_escape_flags, needs_json_escape, push_i64, push_window,
-};
+use super::append::{WINDOW, copy_flagged, json_escape_flags, push_i64, push_window};
+use super::clean::{Special, push_if_clean};
 use super::column::{Cell, Column, Text};
 use super::float::push_f64;
 use super::timestamp::Rfc3339;
@@ -238,10 +237,8 @@ fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut 
 #[inline]
 fn write_str(t: Text, out: &mut Vec<u8>) {
     out.push(b'"');
-    if needs_json_escape(t.data, t.start, t.len) {
+    if !push_if_clean(out, t.data, t.start, t.len, Special::Json) {
         escape(t.bytes(), out);
-    } else {
-        push_window(out, t.data, t.start, t.len);
     }
     out.push(b'"');
 }

@@ -5,6 +5,7 @@
 
 mod append;
 mod arrow;
+mod clean;
 mod column;
 mod csv;
 mod float;
