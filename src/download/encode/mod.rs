@@ -8,6 +8,7 @@ mod arrow;
 mod clean;
 mod column;
 mod csv;
+mod expand;
 mod float;
 pub mod json;
 mod timestamp;
