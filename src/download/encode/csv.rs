@@ -47,11 +47,7 @@ fn field(s: &[u8], out: &mut Vec<u8>) {
 fn quoted(s: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
     // Whole 16-byte blocks by shuffles where the CPU has them, the rest word by word.
-    let done = if s.len() >= 16 {
-        double_quotes_blocks(s, out).unwrap_or(0)
-    } else {
-        0
-    };
+    let done = double_quotes_blocks(s, out);
     copy_flagged(&s[done..], out, quote_flags, |_, out| {
         out.extend_from_slice(b"\"\"")
     });

@@ -249,11 +249,7 @@ fn write_str(t: Text, out: &mut Vec<u8>) {
 #[inline(never)]
 fn escape(s: &[u8], out: &mut Vec<u8>) {
     // Whole 16-byte blocks by shuffles where the CPU has them, the rest word by word.
-    let done = if s.len() >= 16 {
-        escape_blocks(s, out).unwrap_or(0)
-    } else {
-        0
-    };
+    let done = escape_blocks(s, out);
     copy_flagged(&s[done..], out, json_escape_flags, push_escaped);
 }
 
