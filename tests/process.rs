@@ -1,5 +1,6 @@
 //! The real `stowage` binary: SIGTERM flushes and exits 0, data survives a restart, the admin
-//! CLI works beside a running server, bad config stops start-up naming the key.
+//! CLI works beside a running server, bad config stops start-up naming the key, transparent
+//! huge pages are off.
 
 mod common;
 
@@ -42,6 +43,11 @@ async fn sigterm_flushes_everything_and_a_restart_serves_it() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
+    }
+    // Transparent huge pages are off for the server (kernels that report it, 5.0+).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", proc.child.id())).unwrap();
+    if let Some(line) = status.lines().find(|l| l.starts_with("THP_enabled:")) {
+        assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
     }
     // The flush interval is an hour: only the shutdown can have committed these.
     assert_eq!(proc.sigterm(), 0, "graceful shutdown exits 0");
