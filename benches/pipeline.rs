@@ -1,12 +1,17 @@
 //! Criterion benchmarks of the CPU stages of the pipeline: validate an event, append it to a
-//! table buffer, encode a flushed batch as Parquet, encode a read batch as the JSON response.
+//! table buffer, encode a flushed batch as Parquet, encode a read batch as the JSON response
+//! (and a numeric batch as JSON and CSV).
 //! Run: `cargo bench --bench pipeline`. Results and comparisons live in BENCHMARKS.md.
 
 use std::hint::black_box;
+use std::sync::Arc;
 
+use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::record_batch::RecordBatch;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use stowage::config::ParquetConfig;
-use stowage::download::encode::JsonEncoder;
+use stowage::download::encode::{self, JsonEncoder};
+use stowage::download::format::Format;
 use stowage::ingest::buffer::TableBuffer;
 use stowage::ingest::event::{EventRows, parse_event};
 use stowage::warehouse::schema::TableSchema;
@@ -69,7 +74,49 @@ fn bench(c: &mut Criterion) {
             out
         })
     });
+    // The download benchmark's `numeric` shape: a row number, a small signed integer, a
+    // full-precision double and a price-like one (cents).
+    let numeric = numeric_batch(ROWS);
+    let schema = TableSchema::from_arrow(&numeric.schema());
+    for (format, name) in [
+        (Format::Json, "json_encode_numeric_10k"),
+        (Format::Csv, "csv_encode_numeric_10k"),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut enc = encode::encoder(format, &schema, Default::default()).unwrap();
+                let mut out = Vec::with_capacity(4 << 20);
+                enc.batch(black_box(&numeric), &mut out).unwrap();
+                out
+            })
+        });
+    }
     g.finish();
+}
+
+/// `rows` rows of (id int64, a int64, x float64 in [0, 1) with full precision, y float64 with
+/// two decimals), from a fixed xorshift sequence.
+fn numeric_batch(rows: usize) -> RecordBatch {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    let (mut a, mut x, mut y) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rows {
+        a.push((next() % 2_000_000) as i64 - 1_000_000);
+        x.push((next() >> 11) as f64 / (1u64 << 53) as f64);
+        y.push((next() % 100_000_000) as f64 / 100.0);
+    }
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("id", Arc::new(Int64Array::from_iter_values(0..rows as i64))),
+        ("a", Arc::new(Int64Array::from(a))),
+        ("x", Arc::new(Float64Array::from(x))),
+        ("y", Arc::new(Float64Array::from(y))),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
 }
 
 criterion_group!(benches, bench);

@@ -9,6 +9,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 
 use super::EncodeError;
+use super::float::mostly_short;
 
 /// One column of a batch.
 pub enum Column<'a> {
@@ -18,8 +19,9 @@ pub enum Column<'a> {
     View(&'a StringViewArray),
     /// int64.
     Int(&'a Int64Array),
-    /// float64.
-    Float(&'a Float64Array),
+    /// float64, and whether its values look like short decimals
+    /// ([`super::float::mostly_short`]).
+    Float(&'a Float64Array, bool),
     /// boolean.
     Bool(&'a BooleanArray),
     /// timestamp µs UTC.
@@ -54,8 +56,8 @@ pub enum Cell<'a> {
     Str(Text<'a>),
     /// int64.
     Int(i64),
-    /// float64 (possibly NaN or infinite).
-    Float(f64),
+    /// float64 (possibly NaN or infinite), and whether to try the short-decimal path first.
+    Float(f64, bool),
     /// boolean.
     Bool(bool),
     /// µs since the epoch, UTC.
@@ -69,7 +71,10 @@ impl<'a> Column<'a> {
             DataType::Utf8 => Column::Str(col.as_string::<i32>()),
             DataType::Utf8View => Column::View(col.as_string_view()),
             DataType::Int64 => Column::Int(col.as_primitive::<Int64Type>()),
-            DataType::Float64 => Column::Float(col.as_primitive::<Float64Type>()),
+            DataType::Float64 => {
+                let a = col.as_primitive::<Float64Type>();
+                Column::Float(a, mostly_short(a.values()))
+            }
             DataType::Boolean => Column::Bool(col.as_boolean()),
             DataType::Timestamp(_, _) => Column::Ts(col.as_primitive::<TimestampMicrosecondType>()),
             other => return Err(EncodeError(format!("cannot write {other} as text"))),
@@ -120,7 +125,7 @@ impl<'a> Column<'a> {
                 })
             }
             Column::Int(a) if a.is_valid(row) => Cell::Int(a.value(row)),
-            Column::Float(a) if a.is_valid(row) => Cell::Float(a.value(row)),
+            Column::Float(a, short) if a.is_valid(row) => Cell::Float(a.value(row), *short),
             Column::Bool(a) if a.is_valid(row) => Cell::Bool(a.value(row)),
             Column::Ts(a) if a.is_valid(row) => Cell::Ts(a.value(row)),
             _ => Cell::Null,

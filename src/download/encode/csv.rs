@@ -105,8 +105,8 @@ impl BatchEncoder for CsvRows {
                         }
                     }
                     Cell::Int(v) => push_i64(out, v),
-                    Cell::Float(v) if v.is_finite() => push_f64(out, v),
-                    Cell::Float(_) => {}
+                    Cell::Float(v, short) if v.is_finite() => push_f64(out, v, short),
+                    Cell::Float(..) => {}
                     Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
                     Cell::Ts(v) => times.write(v, out),
                 }

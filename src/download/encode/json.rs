@@ -221,8 +221,8 @@ fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut 
             out.push(b'"');
         }
         Cell::Int(v) => push_i64(out, v),
-        Cell::Float(v) if v.is_finite() => push_f64(out, v),
-        Cell::Float(_) => out.extend_from_slice(b"null"),
+        Cell::Float(v, short) if v.is_finite() => push_f64(out, v, short),
+        Cell::Float(..) => out.extend_from_slice(b"null"),
         Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
         Cell::Ts(v) => {
             out.push(b'"');
