@@ -1,5 +1,5 @@
 //! float64 values as text: the shortest decimal that reads back as the same value, in zmij's
-//! notation (`1.0`, `0.25`, `1e-7`, `1.5e300`). In columns whose values mostly have at most four
+//! notation (`1.0`, `0.25`, `1e-7`, `1.5e+300`). In columns whose values mostly have at most four
 //! decimals (prices, rates, readings — common in real tables) such values are written from
 //! their integer count of ten-thousandths; the rest by zmij, straight into the output buffer's
 //! spare room — no staging buffer and no copy call per value.
