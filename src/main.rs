@@ -20,6 +20,7 @@ fn no_transparent_huge_pages() {
     // SAFETY: PR_SET_THP_DISABLE takes plain integers and touches no memory of ours; should the
     // kernel refuse it (older than 3.15), huge pages simply stay as the system configures them.
     unsafe {
-        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+        let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
+        libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused);
     }
 }

@@ -158,7 +158,8 @@ mod tests {
                 }
             };
             if v.is_finite() {
-                push_f64(&mut out, v, i % 2 == 0);
+                // Both paths for every kind of value (`i / 4`: independent of the kind).
+                push_f64(&mut out, v, (i / 4) % 2 == 0);
                 want.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
                 out.push(b',');
                 want.push(b',');
@@ -208,6 +209,11 @@ mod tests {
             9e7,
             100.0,
             0.0102,
+            -1234.5678,
+            -0.0102,
+            -99.9,
+            -12_345_678.0,
+            10.001,
         ];
         let other = [
             0.0,
