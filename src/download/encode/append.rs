@@ -258,33 +258,26 @@ mod tests {
 
     #[test]
     fn escape_checks_match_the_byte_by_byte_rule() {
-        let json = |s: &[u8]| s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        let csv = |s: &[u8]| s.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
+        use super::text::{csv_rule, embedded, json_rule, mostly_clean};
         let alphabet = b"ab,\"\\\n\r\t\x01\x1f \x7f\xc3\xa9\xf0\x9f\x8e\x89";
         let mut x = 12345u64;
         for len in 0..40 {
             for _ in 0..200 {
-                let s: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        // Mostly clean text, sometimes one special byte.
-                        if x % 8 == 0 {
-                            alphabet[(x >> 8) as usize % alphabet.len()]
-                        } else {
-                            b'a' + (x >> 8) as u8 % 26
-                        }
-                    })
-                    .collect();
+                let s = mostly_clean(&mut x, len, 8, alphabet);
                 // Alone, and inside buffers of special bytes (which must not leak in).
                 for (before, after) in [(0, 0), (3, 0), (0, 5), (9, 9)] {
-                    let mut data = vec![b'"'; before];
-                    data.extend_from_slice(&s);
-                    data.extend(std::iter::repeat_n(b'\n', after));
+                    let data = embedded(&s, before, after);
                     let (at, n) = (before, s.len());
-                    assert_eq!(needs_json_escape(&data, at, n), json(&s), "{s:?} {before}");
-                    assert_eq!(needs_csv_quote(&data, at, n), csv(&s), "{s:?} {before}");
+                    assert_eq!(
+                        needs_json_escape(&data, at, n),
+                        json_rule(&s),
+                        "{s:?} {before}"
+                    );
+                    assert_eq!(
+                        needs_csv_quote(&data, at, n),
+                        csv_rule(&s),
+                        "{s:?} {before}"
+                    );
                 }
             }
         }
@@ -326,5 +319,46 @@ mod tests {
                 assert_eq!(&out[1..], &data[start..start + len]);
             }
         }
+    }
+}
+
+/// Generated text for the tests of this module and of [`super::clean`], and the byte-by-byte
+/// rules they are checked against.
+#[cfg(test)]
+pub(super) mod text {
+    /// Whether JSON must escape a byte of `s` (a control byte, `"` or `\`).
+    pub fn json_rule(s: &[u8]) -> bool {
+        s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    }
+
+    /// Whether CSV must quote `s` (a `,`, `"`, `\n` or `\r` in it).
+    pub fn csv_rule(s: &[u8]) -> bool {
+        s.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+    }
+
+    /// `len` bytes from the xorshift state `x`: lowercase letters, and one byte in `one_in` on
+    /// average from `alphabet`.
+    pub fn mostly_clean(x: &mut u64, len: usize, one_in: u64, alphabet: &[u8]) -> Vec<u8> {
+        (0..len)
+            .map(|_| {
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                if *x % one_in == 0 {
+                    alphabet[(*x >> 8) as usize % alphabet.len()]
+                } else {
+                    b'a' + (*x >> 8) as u8 % 26
+                }
+            })
+            .collect()
+    }
+
+    /// `s` after `before` quote bytes and followed by `after` newlines: special bytes around a
+    /// value, which must not count as its own.
+    pub fn embedded(s: &[u8], before: usize, after: usize) -> Vec<u8> {
+        let mut data = vec![b'"'; before];
+        data.extend_from_slice(s);
+        data.extend(std::iter::repeat_n(b'\n', after));
+        data
     }
 }

@@ -106,31 +106,18 @@ mod tests {
 
     #[test]
     fn matches_the_byte_by_byte_rule_at_every_length_and_offset() {
-        let json = |s: &[u8]| s.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\');
-        let csv = |s: &[u8]| s.iter().any(|&b| matches!(b, b',' | b'"' | b'\n' | b'\r'));
+        use super::super::append::text::{csv_rule, embedded, json_rule, mostly_clean};
         let alphabet = b"ab,\"\\\n\r\t\x01\x1f \x7f\x80\xc3\xa9\xf0\x9f\x8e\x89\xff";
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for len in 0..=40 {
             for _ in 0..300 {
-                let s: Vec<u8> = (0..len)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        if x % 6 == 0 {
-                            alphabet[(x >> 8) as usize % alphabet.len()]
-                        } else {
-                            b'a' + (x >> 8) as u8 % 26
-                        }
-                    })
-                    .collect();
+                let s = mostly_clean(&mut x, len, 6, alphabet);
                 // Special bytes around the value must not count; with and without room for a
                 // whole block after it.
                 for (before, after) in [(0, 0), (5, 0), (0, 40), (7, 40)] {
-                    let mut data = vec![b'"'; before];
-                    data.extend_from_slice(&s);
-                    data.extend(std::iter::repeat_n(b'\n', after));
-                    for (special, dirty) in [(Special::Json, json(&s)), (Special::Csv, csv(&s))] {
+                    let data = embedded(&s, before, after);
+                    let rules = [(Special::Json, json_rule(&s)), (Special::Csv, csv_rule(&s))];
+                    for (special, dirty) in rules {
                         let mut out = b"x".to_vec();
                         let clean = push_if_clean(&mut out, &data, before, len, special);
                         assert_eq!(clean, !dirty, "{s:?} {before} {after}");
