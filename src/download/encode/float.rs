@@ -62,12 +62,9 @@ fn push_short_decimal(out: &mut Vec<u8>, v: f64) -> bool {
         d.trailing_zeros() / 8
     };
     let int = (d >> (8 * lead)) | splat(b'0');
-    // The four fraction digits, one per byte (first digit lowest), split as in `digits8`:
-    // their trailing zero digits are the high zero bytes.
-    let q = (frac * 10_486) >> 20;
-    let pairs = q | ((frac - q * 100) << 16);
-    let q = ((pairs * 103) >> 10) & 0x000f_000f;
-    let digits = q | ((pairs - q * 10) << 8);
+    // The four fraction digits, one per byte (first digit lowest; the upper half of the eight
+    // digits of a number below 10^4): their trailing zero digits are the high zero bytes.
+    let digits = (digits8(frac) >> 32) as u32;
     let keep = if frac == 0 {
         2 // ".0"
     } else {
