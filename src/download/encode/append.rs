@@ -3,22 +3,22 @@
 //! 5–30 byte values of a typical row), integers and timestamps are formatted into a fixed-size
 //! array, and text is checked for bytes that need escaping eight at a time.
 
+use super::sink::Sink;
+
 /// Fixed block size of [`push_window`].
 pub const WINDOW: usize = 32;
 
 /// Appends `data[start..start + len]`. When a whole [`WINDOW`] is readable from `start` and the
-/// run fits in it, the window is copied (a couple of vector moves) and `out` cut back to the run.
+/// run fits in it, the window is copied (a couple of vector moves) and only the run kept.
 #[inline(always)]
-pub fn push_window(out: &mut Vec<u8>, data: &[u8], start: usize, len: usize) {
+pub fn push_window(out: &mut impl Sink, data: &[u8], start: usize, len: usize) {
     if len <= WINDOW
         && let Some(block) = data.get(start..start + WINDOW)
     {
         let block: &[u8; WINDOW] = block.try_into().expect("the range is WINDOW long");
-        let at = out.len();
-        out.extend_from_slice(block);
-        out.truncate(at + len);
+        out.put(*block, len);
     } else {
-        out.extend_from_slice(&data[start..start + len]);
+        out.put_slice(&data[start..start + len]);
     }
 }
 
@@ -166,7 +166,7 @@ pub fn digits8(n: u32) -> u64 {
 /// Appends `v` in decimal. Always inlined: a call per value cost 2-3 % of a numeric table's
 /// JSON download.
 #[inline(always)]
-pub fn push_i64(out: &mut Vec<u8>, v: i64) {
+pub fn push_i64(out: &mut impl Sink, v: i64) {
     let n = v.unsigned_abs();
     if n < 100_000_000 {
         // Up to eight digits as one word, its leading zero digits (bytes 0) dropped.
@@ -175,12 +175,13 @@ pub fn push_i64(out: &mut Vec<u8>, v: i64) {
         }
         let d = digits8(n as u32);
         let lead = if n == 0 { 7 } else { d.trailing_zeros() / 8 };
-        let at = out.len();
-        out.extend_from_slice(&((d >> (8 * lead)) | splat(b'0')).to_le_bytes());
-        out.truncate(at + 8 - lead as usize);
+        out.put(
+            ((d >> (8 * lead)) | splat(b'0')).to_le_bytes(),
+            8 - lead as usize,
+        );
         return;
     }
-    push_long(out, v);
+    out.vec(|out| push_long(out, v));
 }
 
 /// Appends `v` (at least 10^8 in magnitude) in decimal: out of line, so the row loops inline
@@ -212,9 +213,7 @@ fn push_long(out: &mut Vec<u8>, v: i64) {
     if neg {
         buf[0] = b'-';
     }
-    let at = out.len();
-    out.extend_from_slice(&buf);
-    out.truncate(at + len);
+    out.put(buf, len);
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! longer or too near their buffer's end for a whole block, take the word-at-a-time path.
 
 use super::append::{WINDOW, needs_csv_quote, needs_json_escape, push_window};
+use super::sink::Sink;
 
 /// Which bytes make a value special.
 #[derive(Clone, Copy)]
@@ -19,7 +20,7 @@ pub enum Special {
 /// appends nothing and returns `false`.
 #[inline(always)]
 pub fn push_if_clean(
-    out: &mut Vec<u8>,
+    out: &mut impl Sink,
     data: &[u8],
     start: usize,
     len: usize,
@@ -47,10 +48,10 @@ mod sse2 {
     //! SSE2 is part of x86_64, so these intrinsics need no runtime check.
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
-        _mm_set1_epi8, _mm_storeu_si128,
+        _mm_set1_epi8,
     };
 
-    use super::{Special, WINDOW};
+    use super::{Sink, Special, WINDOW};
 
     const _: () = assert!(WINDOW == 32);
 
@@ -77,25 +78,24 @@ mod sse2 {
 
     /// The first `len` bytes of `block` are the value.
     #[inline(always)]
-    pub fn push_if_clean(out: &mut Vec<u8>, block: &[u8; WINDOW], len: usize, s: Special) -> bool {
-        // SAFETY: the loads read the 32 bytes of `block`; the stores write 32 bytes into spare
-        // capacity reserved just before, and the length then covers only the `len` (≤ 32)
-        // bytes copied from the value, which are initialised.
-        unsafe {
+    pub fn push_if_clean(
+        out: &mut impl Sink,
+        block: &[u8; WINDOW],
+        len: usize,
+        s: Special,
+    ) -> bool {
+        // SAFETY: the loads read the 32 bytes of `block`.
+        let (a, b) = unsafe {
             let p = block.as_ptr().cast::<__m128i>();
-            let (a, b) = (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)));
-            let hits = flags(a, s) | (flags(b, s) << 16);
-            let value = ((1u64 << len) - 1) as u32;
-            if hits & value != 0 {
-                return false;
-            }
-            out.reserve(WINDOW);
-            let at = out.len();
-            let dst = out.as_mut_ptr().add(at).cast::<__m128i>();
-            _mm_storeu_si128(dst, a);
-            _mm_storeu_si128(dst.add(1), b);
-            out.set_len(at + len);
+            (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)))
+        };
+        let hits = flags(a, s) | (flags(b, s) << 16);
+        let value = ((1u64 << len) - 1) as u32;
+        if hits & value != 0 {
+            return false;
         }
+        // The block as loaded (the compiler stores the two registers).
+        out.put(*block, len);
         true
     }
 }

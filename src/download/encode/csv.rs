@@ -12,6 +12,7 @@ use super::clean::{Special, push_if_clean};
 use super::column::{Cell, Column};
 use super::expand::double_quotes_blocks;
 use super::float::push_f64;
+use super::sink::{Cursor, Sink};
 use super::timestamp::Rfc3339;
 use super::{BatchEncoder, EncodeError, Encoder};
 use crate::warehouse::schema::TableSchema;
@@ -92,27 +93,30 @@ impl BatchEncoder for CsvRows {
         out.reserve(batch.num_rows() * per_row + per_row / 2);
         let start = out.len();
         let mut times = Rfc3339::default();
+        let mut cur = Cursor::new(out);
         for row in 0..batch.num_rows() {
             for (i, col) in cols.iter().enumerate() {
                 if i > 0 {
-                    out.push(b',');
+                    cur.push(b',');
                 }
                 match col.cell(row) {
                     Cell::Null => {}
                     Cell::Str(t) => {
-                        if !push_if_clean(out, t.data, t.start, t.len, Special::Csv) {
-                            quoted(t.bytes(), out)
+                        if !push_if_clean(&mut cur, t.data, t.start, t.len, Special::Csv) {
+                            cur.vec(|out| quoted(t.bytes(), out))
                         }
                     }
-                    Cell::Int(v) => push_i64(out, v),
-                    Cell::Float(v, short) if v.is_finite() => push_f64(out, v, short),
+                    Cell::Int(v) => push_i64(&mut cur, v),
+                    Cell::Float(v, short) if v.is_finite() => push_f64(&mut cur, v, short),
                     Cell::Float(..) => {}
-                    Cell::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-                    Cell::Ts(v) => times.write(v, out),
+                    Cell::Bool(true) => cur.put(*b"true", 4),
+                    Cell::Bool(false) => cur.put(*b"false", 5),
+                    Cell::Ts(v) => times.write(v, &mut cur),
                 }
             }
-            out.extend_from_slice(b"\r\n");
+            cur.put(*b"\r\n", 2);
         }
+        drop(cur);
         if batch.num_rows() > 0 {
             let seen = (out.len() - start).div_ceil(batch.num_rows());
             self.bytes_per_row.fetch_max(seen, Ordering::Relaxed);

@@ -4,7 +4,10 @@
 //! their integer count of ten-thousandths; the rest by zmij, straight into the output buffer's
 //! spare room — no staging buffer and no copy call per value.
 
+use std::mem::MaybeUninit;
+
 use super::append::{digits8, splat};
+use super::sink::Sink;
 
 /// Bytes zmij may write for one value.
 const ZMIJ_MAX: usize = 24;
@@ -14,7 +17,7 @@ const _: () = assert!(size_of::<zmij::Buffer>() == ZMIJ_MAX && align_of::<zmij::
 /// Appends finite `v` in its shortest round-trip form; `short`: try the short-decimal path
 /// first (for a column where [`mostly_short`] holds).
 #[inline(always)]
-pub fn push_f64(out: &mut Vec<u8>, v: f64, short: bool) {
+pub fn push_f64(out: &mut impl Sink, v: f64, short: bool) {
     if !(short && push_short_decimal(out, v)) {
         push_zmij(out, v);
     }
@@ -49,7 +52,7 @@ const SCALE: f64 = 10_000.0;
 /// range (10^-4 ≤ |v| < 10^8) is inside zmij's fixed notation, whose layout this copies:
 /// integer digits, `.`, the fraction without trailing zeros (`.0` when there is none).
 #[inline(always)]
-fn push_short_decimal(out: &mut Vec<u8>, v: f64) -> bool {
+fn push_short_decimal(out: &mut impl Sink, v: f64) -> bool {
     let Some(m) = short_decimal(v) else {
         return false;
     };
@@ -71,20 +74,10 @@ fn push_short_decimal(out: &mut Vec<u8>, v: f64) -> bool {
         5 - digits.leading_zeros() as usize / 8
     };
     let dot = (u64::from(digits | 0x3030_3030) << 8) | u64::from(b'.');
-    out.reserve(1 + 8 + 8);
-    // SAFETY: 17 bytes are reserved past the length: an optional sign, one 8-byte store of
-    // which `8 - lead` bytes are kept, one 8-byte store of which `keep` (≤ 5) are kept. Every
-    // byte up to the new length has been written.
-    unsafe {
-        let start = out.as_mut_ptr().add(out.len());
-        *start = b'-';
-        let mut p = start.add(usize::from(v.is_sign_negative()));
-        p.cast::<u64>().write_unaligned(int.to_le());
-        p = p.add(8 - lead as usize);
-        p.cast::<u64>().write_unaligned(dot.to_le());
-        p = p.add(keep);
-        out.set_len(out.len() + p.offset_from(start) as usize);
-    }
+    // An optional sign, `8 - lead` bytes of one word, `keep` of the other.
+    out.put([b'-'], usize::from(v.is_sign_negative()));
+    out.put(int.to_le_bytes(), 8 - lead as usize);
+    out.put(dot.to_le_bytes(), keep);
     true
 }
 
@@ -111,21 +104,21 @@ fn short_decimal(v: f64) -> Option<u64> {
 
 /// Appends finite `v` as zmij writes it.
 #[inline(always)]
-fn push_zmij(out: &mut Vec<u8>, v: f64) {
-    out.reserve(ZMIJ_MAX);
-    let at = out.len();
-    // SAFETY: `out` has ZMIJ_MAX spare bytes at `at`, and `zmij::Buffer` is exactly an array of
-    // ZMIJ_MAX `MaybeUninit<u8>` (asserted above), so it may be laid over them. `format_finite`
-    // returns the text it wrote, which is initialised; it is moved to `at` should zmij ever
-    // return it from elsewhere, and the length is then set to cover it.
+fn push_zmij(out: &mut impl Sink, v: f64) {
+    // SAFETY: `zmij::Buffer` is exactly an array of ZMIJ_MAX `MaybeUninit<u8>` (asserted
+    // above), so it may be laid over the block of spare room. `format_finite` returns the text
+    // it wrote into that buffer (so at most ZMIJ_MAX bytes), which is initialised; it is moved
+    // to the block's start should zmij ever return it from elsewhere in the buffer.
     unsafe {
-        let dst = out.as_mut_ptr().add(at);
-        let text = (*dst.cast::<zmij::Buffer>()).format_finite(v);
-        let len = text.len();
-        if text.as_ptr() != dst.cast_const() {
-            std::ptr::copy(text.as_ptr(), dst, len);
-        }
-        out.set_len(at + len);
+        out.write_with(|block: &mut [MaybeUninit<u8>; ZMIJ_MAX]| {
+            let dst = block.as_mut_ptr().cast::<u8>();
+            let text = (*dst.cast::<zmij::Buffer>()).format_finite(v);
+            let len = text.len();
+            if text.as_ptr() != dst.cast_const() {
+                std::ptr::copy(text.as_ptr(), dst, len);
+            }
+            len
+        });
     }
 }
 

@@ -11,6 +11,7 @@ mod csv;
 mod expand;
 mod float;
 pub mod json;
+mod sink;
 mod timestamp;
 
 use std::sync::Arc;

@@ -6,6 +6,7 @@
 //! piecewise stores would stall the load that copies it.
 
 use super::append::{PAIRS, digits8, splat};
+use super::sink::Sink;
 
 /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
 pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {
@@ -32,7 +33,7 @@ impl Default for Rfc3339 {
 impl Rfc3339 {
     /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
     #[inline(always)]
-    pub fn write(&mut self, micros: i64, out: &mut Vec<u8>) {
+    pub fn write(&mut self, micros: i64, out: &mut impl Sink) {
         let (secs, frac) = (
             micros.div_euclid(1_000_000),
             micros.rem_euclid(1_000_000) as u32,
@@ -40,9 +41,9 @@ impl Rfc3339 {
         let minute = secs.div_euclid(60);
         let sec = (secs - minute * 60) as u32;
         if minute != self.minute && !self.remember(minute) {
-            return wide_year(minute, sec, frac, out);
+            return out.vec(|out| wide_year(minute, sec, frac, out));
         }
-        out.extend_from_slice(&self.prefix);
+        out.put(self.prefix, self.prefix.len());
         push_seconds(out, sec, frac);
     }
 
@@ -79,7 +80,7 @@ fn wide_year(minute: i64, sec: u32, frac: u32, out: &mut Vec<u8>) {
 
 /// Appends `SS[.fff[fff]]Z` for `sec` seconds and `frac` µs.
 #[inline(always)]
-fn push_seconds(out: &mut Vec<u8>, sec: u32, frac: u32) {
+fn push_seconds(out: &mut impl Sink, sec: u32, frac: u32) {
     let p = sec as usize * 2;
     // `00ffffff`, byte k being character k.
     let f = digits8(frac) | splat(b'0');
@@ -92,9 +93,7 @@ fn push_seconds(out: &mut Vec<u8>, sec: u32, frac: u32) {
         f if f % 1000 == 0 => ((head & !(0xff << 48)) | z << 48, 7),
         _ => (head, 10),
     };
-    let at = out.len();
-    out.extend_from_slice(&(head as u128 | (tail as u128) << 64).to_le_bytes());
-    out.truncate(at + len);
+    out.put((head as u128 | (tail as u128) << 64).to_le_bytes(), len);
 }
 
 #[inline(always)]
