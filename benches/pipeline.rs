@@ -1,12 +1,12 @@
 //! Criterion benchmarks of the CPU stages of the pipeline: validate an event, append it to a
 //! table buffer, encode a flushed batch as Parquet, encode a read batch as the JSON response
-//! (and a numeric batch as JSON and CSV).
+//! (and a numeric batch and a text-heavy one as JSON and CSV).
 //! Run: `cargo bench --bench pipeline`. Results and comparisons live in BENCHMARKS.md.
 
 use std::hint::black_box;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Float64Array, Int64Array};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, StringViewArray};
 use arrow::record_batch::RecordBatch;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use stowage::config::ParquetConfig;
@@ -77,21 +77,90 @@ fn bench(c: &mut Criterion) {
     // The download benchmark's `numeric` shape: a row number, a small signed integer, a
     // full-precision double and a price-like one (cents).
     let numeric = numeric_batch(ROWS);
-    let schema = TableSchema::from_arrow(&numeric.schema());
-    for (format, name) in [
-        (Format::Json, "json_encode_numeric_10k"),
-        (Format::Csv, "csv_encode_numeric_10k"),
+    // The `strings` shape: text with a byte to escape or quote every ~20 bytes.
+    let strings = strings_batch(ROWS);
+    for (batch, format, name) in [
+        (&numeric, Format::Json, "json_encode_numeric_10k"),
+        (&numeric, Format::Csv, "csv_encode_numeric_10k"),
+        (&strings, Format::Json, "json_encode_strings_10k"),
+        (&strings, Format::Csv, "csv_encode_strings_10k"),
     ] {
+        let schema = TableSchema::from_arrow(&batch.schema());
         g.bench_function(name, |b| {
             b.iter(|| {
                 let mut enc = encode::encoder(format, &schema, Default::default()).unwrap();
-                let mut out = Vec::with_capacity(4 << 20);
-                enc.batch(black_box(&numeric), &mut out).unwrap();
+                let mut out = Vec::with_capacity(16 << 20);
+                enc.batch(black_box(batch), &mut out).unwrap();
                 out
             })
         });
     }
     g.finish();
+}
+
+/// The download benchmark's text fragments (`benches/download_shapes.py`): quotes, backslashes,
+/// line breaks, a tab, a control byte, accents, CJK, emoji.
+const FRAGMENTS: &[&str] = &[
+    "He said \"hello\"",
+    "it's",
+    "a \"quoted\" word",
+    "C:\\Users\\né\\file.txt",
+    "line one\nline two",
+    "col1\tcol2",
+    "café",
+    "naïve résumé",
+    "日本語のテキスト",
+    "東京",
+    "🎉🚀",
+    "emoji 👍🏽 ok",
+    "plain words here",
+    "lorem ipsum dolor sit amet",
+    "comma, separated, values",
+    "semi;colon",
+    "back\\slash \\n not a newline",
+    "CRLF\r\nline",
+    "{\"json\": \"inside\"}",
+    "<html>&amp;</html>",
+    "Ünïcödé",
+    "Привет мир",
+    "مرحبا",
+    "bell\x07char",
+    "x",
+    "trailing space ",
+    "\"\"",
+    "'single'",
+];
+
+/// `rows` rows of (title: 3 fragments, body: 8 fragments and a number, note: 2 fragments or
+/// null one time in four) as string views, as the reader yields them, from a fixed xorshift
+/// sequence.
+fn strings_batch(rows: usize) -> RecordBatch {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut text = move |parts: usize| {
+        let picked: Vec<&str> = (0..parts)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                FRAGMENTS[(s % FRAGMENTS.len() as u64) as usize]
+            })
+            .collect();
+        (picked.join(" "), s)
+    };
+    let (mut title, mut body, mut note) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rows {
+        title.push(text(3).0);
+        let (b, n) = text(8);
+        body.push(format!("{b} #{}", n % 100_000));
+        let (t, n) = text(2);
+        note.push((n % 4 != 0).then_some(t));
+    }
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("title", Arc::new(StringViewArray::from_iter_values(title))),
+        ("body", Arc::new(StringViewArray::from_iter_values(body))),
+        ("note", Arc::new(StringViewArray::from(note))),
+    ];
+    RecordBatch::try_from_iter(columns).unwrap()
 }
 
 /// `rows` rows of (id int64, a int64, x float64 in [0, 1) with full precision, y float64 with
