@@ -16,7 +16,7 @@ pub fn push_window(out: &mut impl Sink, data: &[u8], start: usize, len: usize) {
         && let Some(block) = data.get(start..start + WINDOW)
     {
         let block: &[u8; WINDOW] = block.try_into().expect("the range is WINDOW long");
-        out.put(*block, len);
+        out.put(block, len);
     } else {
         out.put_slice(&data[start..start + len]);
     }
@@ -176,7 +176,7 @@ pub fn push_i64(out: &mut impl Sink, v: i64) {
         let d = digits8(n as u32);
         let lead = if n == 0 { 7 } else { d.trailing_zeros() / 8 };
         out.put(
-            ((d >> (8 * lead)) | splat(b'0')).to_le_bytes(),
+            &((d >> (8 * lead)) | splat(b'0')).to_le_bytes(),
             8 - lead as usize,
         );
         return;
@@ -213,7 +213,7 @@ fn push_long(out: &mut Vec<u8>, v: i64) {
     if neg {
         buf[0] = b'-';
     }
-    out.put(buf, len);
+    out.put(&buf, len);
 }
 
 #[cfg(test)]

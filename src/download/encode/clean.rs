@@ -95,7 +95,7 @@ mod sse2 {
             return false;
         }
         // The block as loaded (the compiler stores the two registers).
-        out.put(*block, len);
+        out.put(block, len);
         true
     }
 }

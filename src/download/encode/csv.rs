@@ -109,12 +109,12 @@ impl BatchEncoder for CsvRows {
                     Cell::Int(v) => push_i64(&mut cur, v),
                     Cell::Float(v, short) if v.is_finite() => push_f64(&mut cur, v, short),
                     Cell::Float(..) => {}
-                    Cell::Bool(true) => cur.put(*b"true", 4),
-                    Cell::Bool(false) => cur.put(*b"false", 5),
+                    Cell::Bool(true) => cur.put(b"true", 4),
+                    Cell::Bool(false) => cur.put(b"false", 5),
                     Cell::Ts(v) => times.write(v, &mut cur),
                 }
             }
-            cur.put(*b"\r\n", 2);
+            cur.put(b"\r\n", 2);
         }
         drop(cur);
         if batch.num_rows() > 0 {

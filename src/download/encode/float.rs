@@ -75,9 +75,9 @@ fn push_short_decimal(out: &mut impl Sink, v: f64) -> bool {
     };
     let dot = (u64::from(digits | 0x3030_3030) << 8) | u64::from(b'.');
     // An optional sign, `8 - lead` bytes of one word, `keep` of the other.
-    out.put([b'-'], usize::from(v.is_sign_negative()));
-    out.put(int.to_le_bytes(), 8 - lead as usize);
-    out.put(dot.to_le_bytes(), keep);
+    out.put(b"-", usize::from(v.is_sign_negative()));
+    out.put(&int.to_le_bytes(), 8 - lead as usize);
+    out.put(&dot.to_le_bytes(), keep);
     true
 }
 

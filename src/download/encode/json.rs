@@ -198,7 +198,7 @@ impl JsonRows {
             // Two constant closers rather than one slice chosen above: a slice of unknown length
             // is copied by a `memcpy` call per row (~1 % of a numeric download).
             if self.ndjson {
-                cur.put(*b"}\n", 2);
+                cur.put(b"}\n", 2);
             } else {
                 cur.push(b'}');
             }
@@ -222,7 +222,7 @@ impl BatchEncoder for JsonRows {
 #[inline(always)]
 fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut impl Sink) {
     match cell {
-        Cell::Null => out.put(*b"null", 4),
+        Cell::Null => out.put(b"null", 4),
         Cell::Str(t) => write_str(t, out),
         Cell::Int(v) if int64_as_string => {
             out.push(b'"');
@@ -231,9 +231,9 @@ fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut 
         }
         Cell::Int(v) => push_i64(out, v),
         Cell::Float(v, short) if v.is_finite() => push_f64(out, v, short),
-        Cell::Float(..) => out.put(*b"null", 4),
-        Cell::Bool(true) => out.put(*b"true", 4),
-        Cell::Bool(false) => out.put(*b"false", 5),
+        Cell::Float(..) => out.put(b"null", 4),
+        Cell::Bool(true) => out.put(b"true", 4),
+        Cell::Bool(false) => out.put(b"false", 5),
         Cell::Ts(v) => {
             out.push(b'"');
             times.write(v, out);

@@ -12,7 +12,7 @@ pub trait Sink {
     /// Appends the first `keep` bytes of `block` (at most `N`): one `N`-byte store, then the
     /// length moves by `keep`. A fixed-size copy costs less than a call to `memcpy` for the
     /// few bytes of a typical value.
-    fn put<const N: usize>(&mut self, block: [u8; N], keep: usize);
+    fn put<const N: usize>(&mut self, block: &[u8; N], keep: usize);
 
     /// Appends `bytes` (any length).
     fn put_slice(&mut self, bytes: &[u8]);
@@ -20,7 +20,7 @@ pub trait Sink {
     /// Appends one byte.
     #[inline(always)]
     fn push(&mut self, b: u8) {
-        self.put([b], 1);
+        self.put(&[b], 1);
     }
 
     /// Runs `f` on the buffer as a `Vec` (the cold paths: long values, escapes).
@@ -39,9 +39,9 @@ pub trait Sink {
 
 impl Sink for Vec<u8> {
     #[inline(always)]
-    fn put<const N: usize>(&mut self, block: [u8; N], keep: usize) {
+    fn put<const N: usize>(&mut self, block: &[u8; N], keep: usize) {
         let at = self.len();
-        self.extend_from_slice(&block);
+        self.extend_from_slice(block);
         self.truncate(at + keep.min(N));
     }
 
@@ -118,16 +118,12 @@ fn grow(vec: &mut Vec<u8>, len: usize, n: usize) -> (*mut u8, usize) {
 
 impl Sink for Cursor<'_> {
     #[inline(always)]
-    fn put<const N: usize>(&mut self, block: [u8; N], keep: usize) {
+    fn put<const N: usize>(&mut self, block: &[u8; N], keep: usize) {
         self.room(N);
         // SAFETY: `room` made N bytes of capacity available at `len`; all N are written, so the
-        // `keep.min(N)` kept are initialised.
-        unsafe {
-            self.ptr
-                .add(self.len)
-                .cast::<[u8; N]>()
-                .write_unaligned(block)
-        };
+        // `keep.min(N)` kept are initialised. `block` is another allocation (the cursor holds
+        // the only reference to this one).
+        unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), self.ptr.add(self.len), N) };
         self.len += keep.min(N);
     }
 
@@ -198,8 +194,8 @@ mod tests {
                 let long: Vec<u8> = (0..(x >> 40) % 100).map(|k| k as u8).collect();
                 match i % 5 {
                     0 => {
-                        direct.put(block, keep);
-                        cur.put(block, keep);
+                        direct.put(&block, keep);
+                        cur.put(&block, keep);
                     }
                     1 => {
                         direct.put_slice(&long);

@@ -43,7 +43,7 @@ impl Rfc3339 {
         if minute != self.minute && !self.remember(minute) {
             return out.vec(|out| wide_year(minute, sec, frac, out));
         }
-        out.put(self.prefix, self.prefix.len());
+        out.put(&self.prefix, self.prefix.len());
         push_seconds(out, sec, frac);
     }
 
@@ -93,7 +93,7 @@ fn push_seconds(out: &mut impl Sink, sec: u32, frac: u32) {
         f if f % 1000 == 0 => ((head & !(0xff << 48)) | z << 48, 7),
         _ => (head, 10),
     };
-    out.put((head as u128 | (tail as u128) << 64).to_le_bytes(), len);
+    out.put(&(head as u128 | (tail as u128) << 64).to_le_bytes(), len);
 }
 
 #[inline(always)]
