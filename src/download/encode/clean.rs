@@ -94,7 +94,6 @@ mod sse2 {
         if hits & value != 0 {
             return false;
         }
-        // The block as loaded (the compiler stores the two registers).
         out.put(block, len);
         true
     }

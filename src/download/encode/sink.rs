@@ -73,7 +73,8 @@ impl Sink for Vec<u8> {
 }
 
 /// Appends to a `Vec<u8>` through a raw pointer, the length and capacity kept in the cursor;
-/// the `Vec`'s length is set when the cursor is dropped (or hands the `Vec` to [`Sink::vec`]).
+/// the `Vec`'s length is set when the cursor is dropped, grows the `Vec` or hands it to
+/// [`Sink::vec`].
 ///
 /// Keep it a local of the loop that writes and pass it only to inlined functions: once its
 /// address reaches a function that is not inlined, the compiler must keep its fields in memory,
@@ -82,11 +83,15 @@ pub struct Cursor<'a> {
     vec: &'a mut Vec<u8>,
     /// `vec`'s buffer.
     ptr: *mut u8,
-    /// Bytes written (initialised) from `ptr`.
+    /// Bytes written (initialised) from `ptr`; [`LENT`] while [`Sink::vec`] has the `Vec`.
     len: usize,
     /// `vec`'s capacity.
     cap: usize,
 }
+
+/// The cursor's `len` while the `Vec` is lent to a [`Sink::vec`] closure, which may shrink or
+/// replace it: should the closure panic, the drop must then leave the `Vec`'s length alone.
+const LENT: usize = usize::MAX;
 
 impl<'a> Cursor<'a> {
     /// A cursor at the end of `vec`.
@@ -101,6 +106,7 @@ impl<'a> Cursor<'a> {
         if self.cap - self.len < n {
             (self.ptr, self.cap) = grow(self.vec, self.len, n);
         }
+        debug_assert!(self.cap - self.len >= n);
     }
 }
 
@@ -121,8 +127,8 @@ impl Sink for Cursor<'_> {
     fn put<const N: usize>(&mut self, block: &[u8; N], keep: usize) {
         self.room(N);
         // SAFETY: `room` made N bytes of capacity available at `len`; all N are written, so the
-        // `keep.min(N)` kept are initialised. `block` is another allocation (the cursor holds
-        // the only reference to this one).
+        // `keep.min(N)` kept are initialised. `block` cannot overlap the spare capacity: the
+        // cursor holds the only reference to the `Vec`.
         unsafe { std::ptr::copy_nonoverlapping(block.as_ptr(), self.ptr.add(self.len), N) };
         self.len += keep.min(N);
     }
@@ -130,8 +136,8 @@ impl Sink for Cursor<'_> {
     #[inline(always)]
     fn put_slice(&mut self, bytes: &[u8]) {
         self.room(bytes.len());
-        // SAFETY: `room` made `bytes.len()` bytes available at `len`; `bytes` is another
-        // allocation (the cursor holds the only reference to this one).
+        // SAFETY: `room` made `bytes.len()` bytes available at `len`; `bytes` cannot overlap
+        // the spare capacity: the cursor holds the only reference to the `Vec`.
         unsafe {
             let dst = self.ptr.add(self.len);
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
@@ -143,6 +149,7 @@ impl Sink for Cursor<'_> {
     fn vec<R>(&mut self, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
         // SAFETY: the cursor's `len` bytes are initialised.
         unsafe { self.vec.set_len(self.len) };
+        self.len = LENT;
         let r = f(self.vec);
         (self.ptr, self.len, self.cap) =
             (self.vec.as_mut_ptr(), self.vec.len(), self.vec.capacity());
@@ -167,8 +174,10 @@ impl Sink for Cursor<'_> {
 
 impl Drop for Cursor<'_> {
     fn drop(&mut self) {
-        // SAFETY: every byte up to `len` was written (see `put`, `extend`, `write_with`).
-        unsafe { self.vec.set_len(self.len) };
+        if self.len != LENT {
+            // SAFETY: every byte up to `len` was written (see `put`, `put_slice`, `write_with`).
+            unsafe { self.vec.set_len(self.len) };
+        }
     }
 }
 
@@ -220,13 +229,54 @@ mod tests {
                         }
                     }
                     _ => {
-                        direct.vec(|v| v.extend_from_slice(&long));
-                        cur.vec(|v| v.extend_from_slice(&long));
+                        // Appended to, moved to another allocation, or shrunk first: the cursor
+                        // must pick up the new buffer, length and capacity.
+                        let how = (i / 5) % 3;
+                        let change = |v: &mut Vec<u8>| match how {
+                            0 => v.extend_from_slice(&long),
+                            1 => {
+                                let mut w = Vec::with_capacity(v.len() + long.len() + 1);
+                                w.extend_from_slice(v);
+                                w.extend_from_slice(&long);
+                                *v = w;
+                            }
+                            _ => {
+                                v.shrink_to_fit();
+                                v.extend_from_slice(&long);
+                            }
+                        };
+                        let before = direct.clone();
+                        direct.vec(change);
+                        cur.vec(|v| {
+                            // The cursor's writes so far, committed.
+                            assert!(*v == before, "at {i}");
+                            change(v)
+                        });
                     }
                 }
+                assert!(cur.ptr == cur.vec.as_mut_ptr() && cur.cap == cur.vec.capacity());
+                assert!(cur.len <= cur.cap);
             }
         }
         assert_eq!(through.len(), direct.len());
         assert!(through == direct);
+    }
+
+    /// A closure given the `Vec` may replace it with a smaller one and then panic: the cursor
+    /// must not set the old length on it as it is dropped.
+    #[test]
+    fn a_panic_while_the_vec_is_lent_leaves_its_length_alone() {
+        let mut v = vec![7u8; 100];
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut cur = Cursor::new(&mut v);
+            cur.put(b"abcd", 4);
+            cur.vec(|v| {
+                *v = Vec::new();
+                panic!("while lent");
+            });
+        }));
+        assert!(caught.is_err());
+        assert_eq!(v.len(), 0);
+        assert!(v.len() <= v.capacity());
     }
 }
