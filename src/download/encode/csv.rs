@@ -3,7 +3,6 @@
 //! timestamps are RFC 3339 UTC.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::record_batch::RecordBatch;
 
@@ -12,7 +11,7 @@ use super::clean::{Special, push_if_clean};
 use super::column::{Cell, Column};
 use super::expand::double_quotes_blocks;
 use super::float::push_f64;
-use super::sink::{Cursor, Sink};
+use super::sink::{RowSize, Sink};
 use super::timestamp::Rfc3339;
 use super::{BatchEncoder, EncodeError, Encoder};
 use crate::warehouse::schema::TableSchema;
@@ -30,7 +29,7 @@ impl CsvEncoder {
         Self {
             names: schema.columns.iter().map(|c| c.name.clone()).collect(),
             rows: Arc::new(CsvRows {
-                bytes_per_row: AtomicUsize::new(32),
+                row_size: RowSize::new(32),
             }),
         }
     }
@@ -83,44 +82,37 @@ impl Encoder for CsvEncoder {
 /// CSV rows of a batch: every line is the same wherever it appears.
 struct CsvRows {
     /// The largest row size seen, to size each batch's buffer once.
-    bytes_per_row: AtomicUsize,
+    row_size: RowSize,
 }
 
 impl BatchEncoder for CsvRows {
     fn encode(&self, batch: &RecordBatch, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         let cols = Column::all(batch)?;
-        let per_row = self.bytes_per_row.load(Ordering::Relaxed);
-        out.reserve(batch.num_rows() * per_row + per_row / 2);
-        let start = out.len();
         let mut times = Rfc3339::default();
-        let mut cur = Cursor::new(out);
-        for row in 0..batch.num_rows() {
-            for (i, col) in cols.iter().enumerate() {
-                if i > 0 {
-                    cur.push(b',');
-                }
-                match col.cell(row) {
-                    Cell::Null => {}
-                    Cell::Str(t) => {
-                        if !push_if_clean(&mut cur, t.data, t.start, t.len, Special::Csv) {
-                            cur.vec(|out| quoted(t.bytes(), out))
-                        }
+        self.row_size.write(out, batch.num_rows(), |cur| {
+            for row in 0..batch.num_rows() {
+                for (i, col) in cols.iter().enumerate() {
+                    if i > 0 {
+                        cur.push(b',');
                     }
-                    Cell::Int(v) => push_i64(&mut cur, v),
-                    Cell::Float(v, short) if v.is_finite() => push_f64(&mut cur, v, short),
-                    Cell::Float(..) => {}
-                    Cell::Bool(true) => cur.put(b"true", 4),
-                    Cell::Bool(false) => cur.put(b"false", 5),
-                    Cell::Ts(v) => times.write(v, &mut cur),
+                    match col.cell(row) {
+                        Cell::Null => {}
+                        Cell::Str(t) => {
+                            if !push_if_clean(cur, t.data, t.start, t.len, Special::Csv) {
+                                cur.vec(|out| quoted(t.bytes(), out))
+                            }
+                        }
+                        Cell::Int(v) => push_i64(cur, v),
+                        Cell::Float(v, short) if v.is_finite() => push_f64(cur, v, short),
+                        Cell::Float(..) => {}
+                        Cell::Bool(true) => cur.put(b"true", 4),
+                        Cell::Bool(false) => cur.put(b"false", 5),
+                        Cell::Ts(v) => times.write(v, cur),
+                    }
                 }
+                cur.put(b"\r\n", 2);
             }
-            cur.put(b"\r\n", 2);
-        }
-        drop(cur);
-        if batch.num_rows() > 0 {
-            let seen = (out.len() - start).div_ceil(batch.num_rows());
-            self.bytes_per_row.fetch_max(seen, Ordering::Relaxed);
-        }
+        });
         Ok(())
     }
 }

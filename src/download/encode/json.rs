@@ -4,7 +4,6 @@
 //! nulls are explicit, and `int64_as_string` writes int64 values as JSON strings.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::record_batch::RecordBatch;
 
@@ -14,7 +13,7 @@ use super::clean::{Special, push_if_clean};
 use super::column::{Cell, Column, Text};
 use super::expand::escape_blocks;
 use super::float::push_f64;
-use super::sink::{Cursor, Sink};
+use super::sink::{RowSize, Sink};
 use super::timestamp::Rfc3339;
 
 use crate::warehouse::schema::TableSchema;
@@ -66,7 +65,7 @@ impl JsonEncoder {
                 row_open,
                 ndjson,
                 int64_as_string,
-                bytes_per_row: AtomicUsize::new(64),
+                row_size: RowSize::new(64),
             }),
             rows: 0,
             schema: schema.clone(),
@@ -175,39 +174,32 @@ pub struct JsonRows {
     /// Write int64 values as strings.
     int64_as_string: bool,
     /// The largest row size seen, to size each batch's buffer once.
-    bytes_per_row: AtomicUsize,
+    row_size: RowSize,
 }
 
 impl JsonRows {
     fn rows(&self, batch: &RecordBatch, out: &mut Vec<u8>) {
         // Each column's encoder is chosen once per batch, not per cell.
         let cols = Column::all(batch).expect("the reader only yields warehouse types");
-        let per_row = self.bytes_per_row.load(Ordering::Relaxed);
-        out.reserve(batch.num_rows() * per_row + per_row / 2);
-        let start = out.len();
         let mut times = Rfc3339::default();
-        let mut cur = Cursor::new(out);
-        for row in 0..batch.num_rows() {
-            if cols.is_empty() {
-                cur.put_slice(self.row_open);
+        self.row_size.write(out, batch.num_rows(), |cur| {
+            for row in 0..batch.num_rows() {
+                if cols.is_empty() {
+                    cur.put_slice(self.row_open);
+                }
+                for (col, &(at, len)) in cols.iter().zip(&self.spans) {
+                    push_window(cur, &self.prefixes, at, len);
+                    write_cell(col.cell(row), self.int64_as_string, &mut times, cur);
+                }
+                // Two constant closers rather than one slice chosen above: a slice of unknown
+                // length is copied by a `memcpy` call per row (~1 % of a numeric download).
+                if self.ndjson {
+                    cur.put(b"}\n", 2);
+                } else {
+                    cur.push(b'}');
+                }
             }
-            for (col, &(at, len)) in cols.iter().zip(&self.spans) {
-                push_window(&mut cur, &self.prefixes, at, len);
-                write_cell(col.cell(row), self.int64_as_string, &mut times, &mut cur);
-            }
-            // Two constant closers rather than one slice chosen above: a slice of unknown length
-            // is copied by a `memcpy` call per row (~1 % of a numeric download).
-            if self.ndjson {
-                cur.put(b"}\n", 2);
-            } else {
-                cur.push(b'}');
-            }
-        }
-        drop(cur);
-        if batch.num_rows() > 0 {
-            let seen = (out.len() - start).div_ceil(batch.num_rows());
-            self.bytes_per_row.fetch_max(seen, Ordering::Relaxed);
-        }
+        });
     }
 }
 

@@ -6,6 +6,7 @@
 //! store-to-load round trip of the one before.
 
 use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// An append-only byte buffer.
 pub trait Sink {
@@ -69,6 +70,31 @@ impl Sink for Vec<u8> {
         debug_assert!(k <= N);
         // SAFETY: the caller initialised the first k ≤ N bytes of the spare capacity.
         unsafe { self.set_len(at + k) };
+    }
+}
+
+/// The largest number of bytes per row a row encoder has written, shared by the threads that
+/// encode its batches: each batch's buffer is sized once from it.
+pub struct RowSize(AtomicUsize);
+
+impl RowSize {
+    /// Starting from a guess of `bytes` per row.
+    pub const fn new(bytes: usize) -> Self {
+        Self(AtomicUsize::new(bytes))
+    }
+
+    /// Reserves room in `out` for `rows` rows, lets `write` append them through a cursor, and
+    /// learns from what it wrote.
+    #[inline(always)]
+    pub fn write(&self, out: &mut Vec<u8>, rows: usize, write: impl FnOnce(&mut Cursor)) {
+        let per_row = self.0.load(Ordering::Relaxed);
+        out.reserve(rows * per_row + per_row / 2);
+        let start = out.len();
+        write(&mut Cursor::new(out));
+        if rows > 0 {
+            let seen = (out.len() - start).div_ceil(rows);
+            self.0.fetch_max(seen, Ordering::Relaxed);
+        }
     }
 }
 
