@@ -158,8 +158,8 @@ fn run(args: Args) -> Res<()> {
             let peak = sampled.max(hwm).map(|kib| kib as f64 / 1024.0);
             out.push((*name, *rate, stats, peak));
         }
-        if matches!(target, Target::Server(_)) {
-            wal_report(&client, &target.url(), &label).await;
+        if let Target::Server(server) = &target {
+            wal_report(&client, &format!("http://{}", server.metrics_addr), &label).await;
         }
         Ok::<_, String>(out)
     });
@@ -215,6 +215,8 @@ impl Target {
 struct Server {
     child: Child,
     addr: String,
+    /// Where its `/metrics` is served (`server.metrics_listen`).
+    metrics_addr: String,
     log: PathBuf,
     token: String,
     _dir: tempfile::TempDir,
@@ -306,15 +308,19 @@ impl Server {
             .ok_or("token create: no token in output")?
             .to_string();
 
-        let addr = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .to_string();
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.to_string())
+                .map_err(|e| e.to_string())
+        };
+        let (addr, metrics_addr) = (free()?, free()?);
         let log = dir.path().join("server.log");
         let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let child = Command::new(&bin)
             .args(["serve", "--listen", &addr, "--data-dir"])
             .arg(&data)
+            .env("STOWAGE_SERVER__METRICS_LISTEN", &metrics_addr)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(file.try_clone().map_err(|e| e.to_string())?)
@@ -324,6 +330,7 @@ impl Server {
         let mut server = Server {
             child,
             addr,
+            metrics_addr,
             log,
             token,
             _dir: dir,

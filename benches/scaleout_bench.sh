@@ -21,6 +21,7 @@ W=$(mktemp -d /tmp/stowage-scaleout.XXXXXX)
 chmod 755 "$W"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
+METRICS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   nginx -p "$W/lb" -c "$W/lb/nginx.conf" -s stop 2>/dev/null || true
@@ -60,10 +61,12 @@ LB=$(port)
 UP=""
 for i in $(seq "$N"); do
   p=$(port)
-  STOWAGE_NODE__ID=node-$i "$BIN" serve --listen "127.0.0.1:$p" --data-dir "$W/node-$i" \
-    > "$W/node-$i.log" 2>&1 &
+  mp=$(port)
+  STOWAGE_NODE__ID=node-$i STOWAGE_SERVER__NODE_HEADER=true STOWAGE_SERVER__METRICS_LISTEN="127.0.0.1:$mp" \
+    "$BIN" serve --listen "127.0.0.1:$p" --data-dir "$W/node-$i" > "$W/node-$i.log" 2>&1 &
   PIDS+=($!)
   NODES+=("$p")
+  METRICS+=("$mp")
   UP+="        server 127.0.0.1:$p max_fails=1 fail_timeout=5s;\n"
 done
 for p in "${NODES[@]}"; do
@@ -111,7 +114,7 @@ for f in "$W"/wrk-*.out; do
   reqs=$((reqs + r))
 done
 flushes=0
-for p in "${NODES[@]}"; do
+for p in "${METRICS[@]}"; do
   f=$(curl -s "http://127.0.0.1:$p/metrics" | awk '/^stowage_flushes_total/ {s+=$2} END {print s+0}')
   flushes=$(python3 -c "print(int($flushes + $f))")
 done

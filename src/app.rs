@@ -32,7 +32,7 @@ pub async fn build_state_with_store(
     store: Arc<dyn ObjectStore>,
 ) -> Result<AppState, StartError> {
     crate::http::metrics::init();
-    std::fs::create_dir_all(&config.storage.data_dir).map_err(|e| {
+    crate::files::private_dir(&config.storage.data_dir).map_err(|e| {
         format!(
             "cannot create data dir {}: {e}",
             config.storage.data_dir.display()
@@ -68,6 +68,7 @@ pub async fn build_state_with_store(
         config.storage.prefix.clone(),
         config.flush.orphan_grace.0,
     );
+    catalog.set_quotas(config.accounts.quotas());
     let accounts = Arc::new(crate::accounts::Accounts::new(
         catalog.clone(),
         config.accounts.clone(),
@@ -107,14 +108,25 @@ fn spawn_last_used_writer(catalog: Arc<Catalog>) {
     });
 }
 
-/// Serves until `shutdown` resolves, then drains requests and flushes every buffer.
+/// Serves until `shutdown` resolves, then drains requests and flushes every buffer. `/metrics` is
+/// served on `metrics` (its own listener, never the public one) until then.
 pub async fn serve(
     listener: TcpListener,
+    metrics: Option<TcpListener>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let limits = edge::Limits::from(&state.config.server);
-    edge::serve(listener, router(state.clone()), limits, shutdown).await;
+    let trusted = state.trusted_proxies.clone();
+    let metrics = metrics.map(|l| {
+        let app = crate::http::metrics::router(state.clone());
+        tokio::spawn(async move { axum::serve(l, app).await })
+    });
+    let uncapped = move |ip| trusted.iter().any(|net| net.contains(ip));
+    edge::serve(listener, router(state.clone()), limits, uncapped, shutdown).await;
+    if let Some(task) = metrics {
+        task.abort();
+    }
     tracing::info!("no longer accepting requests; flushing buffers");
     state.ingest.shutdown().await;
     tracing::info!("all buffers committed; bye");
@@ -145,6 +157,18 @@ pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
     }))
 }
 
+/// Binds `server.metrics_listen`; `None` when it is empty (no metrics endpoint).
+pub async fn bind_metrics(config: &Config) -> Result<Option<TcpListener>, StartError> {
+    let addr = config.server.metrics_listen.trim();
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    let listener = TcpListener::bind(addr).await.map_err(|e| {
+        format!("cannot listen on {addr} (server.metrics_listen; empty turns /metrics off): {e}")
+    })?;
+    Ok(Some(listener))
+}
+
 /// The base URL clients should use: `server.public_url`, else `http://<bound address>`.
 pub fn base_url(config: &Config, addr: SocketAddr) -> String {
     let configured = config.server.public_url.trim_end_matches('/');
@@ -159,6 +183,8 @@ pub fn base_url(config: &Config, addr: SocketAddr) -> String {
 pub struct RunningServer {
     /// Where it listens.
     pub addr: SocketAddr,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     /// Its state (catalog, ingestion handle for explicit flushes).
     pub state: AppState,
     stop: Option<oneshot::Sender<()>>,
@@ -181,6 +207,8 @@ impl RunningServer {
         let mut config = config;
         let listener = bind(&config.server.listen).await?;
         let addr = listener.local_addr()?;
+        let metrics = bind_metrics(&config).await?;
+        let metrics_addr = metrics.as_ref().map(TcpListener::local_addr).transpose()?;
         config.server.public_url = base_url(&config, addr);
         if config.server.app_url.is_empty() {
             config.server.app_url = config.server.public_url.clone();
@@ -188,11 +216,12 @@ impl RunningServer {
         let state = build_state_with_store(config, store).await?;
         state.ingest.wait_ready().await;
         let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, state.clone(), async {
+        let task = tokio::spawn(serve(listener, metrics, state.clone(), async {
             let _ = rx.await;
         }));
         Ok(RunningServer {
             addr,
+            metrics_addr,
             state,
             stop: Some(tx),
             task,
@@ -202,6 +231,12 @@ impl RunningServer {
     /// `http://addr`
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// `http://metrics_addr/metrics`; panics when metrics are off.
+    pub fn metrics_url(&self) -> String {
+        let addr = self.metrics_addr.expect("server.metrics_listen is set");
+        format!("http://{addr}/metrics")
     }
 
     /// Graceful shutdown: waits until every buffer is committed.

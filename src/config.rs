@@ -6,6 +6,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+mod accounts;
+mod server;
+
+pub use accounts::AccountsConfig;
+pub use server::ServerConfig;
+
 /// Everything the service can be told; `config/stowage.toml` documents each key.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
@@ -44,8 +50,8 @@ pub struct Config {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
-    /// The node's name in logs, `/healthz`, the `X-Stowage-Node` response header and its
-    /// writer id; empty means the host name.
+    /// The node's name in logs, `/healthz`, the `X-Stowage-Node` response header (when
+    /// `server.node_header` is on) and its writer id; empty means the host name.
     pub id: String,
 }
 
@@ -62,44 +68,6 @@ impl NodeConfig {
             .map(|h| h.trim().to_string())
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "node".into())
-    }
-}
-
-/// `[server]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Address to listen on (`host:port`; port 0 picks a free one).
-    pub listen: String,
-    /// Base URL clients use to reach this service; empty means `http://<listen address>`.
-    pub public_url: String,
-    /// Base of share URLs (`{app_url}/canvas/…/element/…/new-canvas`); empty means `public_url`.
-    pub app_url: String,
-    /// Time to receive a complete request head, from its first byte.
-    pub header_timeout: HumanDuration,
-    /// Time to receive a whole request body, from the end of its head; then 408 and close.
-    pub body_timeout: HumanDuration,
-    /// A keep-alive connection with no request in flight is closed after this long.
-    pub idle_timeout: HumanDuration,
-    /// Most open connections; further ones wait in the listen backlog until one closes.
-    pub max_connections: usize,
-    /// Proxies (addresses or networks, comma-separated) whose `X-Forwarded-For` names the
-    /// client; empty: the connection's peer is the client (`http::forwarded`).
-    pub trusted_proxies: String,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:8080".into(),
-            public_url: String::new(),
-            app_url: String::new(),
-            header_timeout: HumanDuration(Duration::from_secs(10)),
-            body_timeout: HumanDuration(Duration::from_secs(30)),
-            idle_timeout: HumanDuration(Duration::from_secs(60)),
-            max_connections: 10_000,
-            trusted_proxies: String::new(),
-        }
     }
 }
 
@@ -368,38 +336,6 @@ impl Default for CompactionConfig {
     }
 }
 
-/// `[accounts]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AccountsConfig {
-    /// A session unused this long has expired.
-    pub session_idle: HumanDuration,
-    /// A session this old has expired, however active.
-    pub session_max: HumanDuration,
-    /// Set-password and invite links are valid this long.
-    pub link_ttl: HumanDuration,
-    /// Failed sign-ins for one email before each further one locks it, for twice as long as
-    /// the last lock (1 s, 2 s, 4 s … up to `lockout_max`).
-    pub max_failures_per_account: u32,
-    /// The same, per client address.
-    pub max_failures_per_address: u32,
-    /// Longest lock after repeated failures.
-    pub lockout_max: HumanDuration,
-}
-
-impl Default for AccountsConfig {
-    fn default() -> Self {
-        Self {
-            session_idle: HumanDuration(Duration::from_secs(12 * 3600)),
-            session_max: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
-            link_ttl: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
-            max_failures_per_account: 5,
-            max_failures_per_address: 20,
-            lockout_max: HumanDuration(Duration::from_secs(15 * 60)),
-        }
-    }
-}
-
 /// `[log]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -591,6 +527,7 @@ impl Config {
     pub fn for_tests(data_dir: &Path) -> Config {
         let mut c = Config::default();
         c.server.listen = "127.0.0.1:0".into();
+        c.server.metrics_listen = "127.0.0.1:0".into();
         c.storage.data_dir = data_dir.into();
         c.flush.interval = HumanDuration(Duration::from_secs(3600));
         c.log.level = "warn".into();
@@ -616,6 +553,12 @@ impl Config {
         }
         if !(1..=tokio::sync::Semaphore::MAX_PERMITS).contains(&self.server.max_connections) {
             return bad("server.max_connections", "must be at least 1");
+        }
+        if self.server.max_connections_per_address == 0 {
+            return bad("server.max_connections_per_address", "must be at least 1");
+        }
+        if self.accounts.hash_concurrency == 0 {
+            return bad("accounts.hash_concurrency", "must be at least 1");
         }
         let id = self.node.id.trim();
         if id.len() > 64

@@ -124,7 +124,7 @@ pub fn seed(
         owner_password,
     };
     let json = serde_json::to_vec_pretty(&info).expect("serialisable");
-    std::fs::write(data_dir.join("demo.json"), json)?;
+    crate::files::write_private(&data_dir.join("demo.json"), &json)?;
     Ok(info)
 }
 

@@ -30,6 +30,7 @@ pub mod config;
 pub mod demo;
 pub mod download;
 pub mod error;
+pub mod files;
 pub mod http;
 pub mod ingest;
 pub mod store;

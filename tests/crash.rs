@@ -181,7 +181,7 @@ async fn corrupt_record_mid_log_stops_startup_unless_told_to_truncate() {
 /// The value of a counter in `/metrics`.
 async fn metric(http: &reqwest::Client, proc: &process::Proc, name: &str) -> f64 {
     let text = http
-        .get(proc.url("/metrics"))
+        .get(proc.metrics_url())
         .send()
         .await
         .unwrap()

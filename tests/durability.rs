@@ -240,10 +240,13 @@ async fn orphan_objects_are_collected_and_committed_files_kept() {
         "committed files are untouched"
     );
 
-    // /metrics answers in Prometheus text with the WAL and flush series.
+    // /metrics answers in Prometheus text with the WAL and flush series, on its own listener
+    // (not the public one).
+    let public = t.http.get(t.url("/metrics")).send().await.unwrap();
+    assert_eq!(public.status(), 404, "/metrics is not on the public port");
     let text = t
         .http
-        .get(t.url("/metrics"))
+        .get(t.srv().metrics_url())
         .send()
         .await
         .unwrap()

@@ -15,7 +15,14 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn sigterm_flushes_everything_and_a_restart_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let proc = process::start(dir.path(), &[("STOWAGE_NODE__ID", "node-7")]).await;
+    let proc = process::start(
+        dir.path(),
+        &[
+            ("STOWAGE_NODE__ID", "node-7"),
+            ("STOWAGE_SERVER__NODE_HEADER", "true"),
+        ],
+    )
+    .await;
     let demo = proc.demo.clone();
     let http = reqwest::Client::new();
     let health = http
@@ -24,7 +31,7 @@ async fn sigterm_flushes_everything_and_a_restart_serves_it() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    // The node names itself, in a header on every response and in /healthz.
+    // The node names itself, in a header on every response (opted in) and in /healthz.
     assert_eq!(health.headers()["x-stowage-node"], "node-7");
     let health: Value = serde_json::from_str(&health.text().await.unwrap()).unwrap();
     assert_eq!(health["node"], "node-7");

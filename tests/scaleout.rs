@@ -270,7 +270,7 @@ async fn three_nodes_behind_nginx_survive_a_kill_and_agree() {
     let merged = wait_for(Duration::from_secs(60), || async {
         let mut merged = 0;
         for node in &cluster.nodes {
-            merged += compaction_runs(&node.url("/metrics"))
+            merged += compaction_runs(&node.metrics_url())
                 .await
                 .get("merged")
                 .copied()
@@ -281,7 +281,7 @@ async fn three_nodes_behind_nginx_survive_a_kill_and_agree() {
     .await;
     assert!(merged, "no node compacted anything");
     for node in &cluster.nodes {
-        let runs = compaction_runs(&node.url("/metrics")).await;
+        let runs = compaction_runs(&node.metrics_url()).await;
         assert_eq!(
             runs.get("lost").copied().unwrap_or(0),
             0,

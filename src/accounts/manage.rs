@@ -3,8 +3,8 @@
 //! tokens, the audit log, and the one-time links that set a password or accept an invite.
 
 use crate::catalog::{
-    AuditEntry, AuditEvent, Link, LinkKind, PatInfo, Role, SecretInfo, SecretKind, Session, User,
-    normalize_email,
+    AuditEntry, AuditEvent, InviteInfo, Link, LinkKind, PatInfo, Role, SecretInfo, SecretKind,
+    Session, User, normalize_email,
 };
 
 use super::{AccountError, Accounts, Caller, Result, password};
@@ -29,15 +29,12 @@ impl Accounts {
         Ok(self.catalog.list_members(&caller.team.id)?)
     }
 
-    /// Invites `email` as `role` (owners); returns the invite URL, shown this once.
+    /// Invites `email` as `role` (owners); returns the invite URL, shown this once. Answered
+    /// alike whether or not the email has an account anywhere (no enumeration across teams):
+    /// a collision is told to whoever uses the link.
     pub fn invite(&self, caller: &Caller, email: &str, role: Role) -> Result<String> {
         caller.require_owner()?;
         let email = normalize_email(email)?;
-        if self.catalog.user_for_sign_in(&email)?.is_some() {
-            return Err(AccountError::Taken(format!(
-                "{email} already has an account"
-            )));
-        }
         let (id, secret) = self.catalog.create_link(
             &caller.team.id,
             &LinkKind::Invite {
@@ -55,7 +52,23 @@ impl Accounts {
         Ok(self.link_url(&secret))
     }
 
-    /// Changes a member's role (owners); never leaves the team without an owner.
+    /// The team's pending invites (owners).
+    pub fn invites(&self, caller: &Caller) -> Result<Vec<InviteInfo>> {
+        caller.require_owner()?;
+        Ok(self.catalog.list_invites(&caller.team.id)?)
+    }
+
+    /// Revokes a pending invite of the team (owners); its link stops working at once.
+    pub fn revoke_invite(&self, caller: &Caller, id: &str) -> Result<()> {
+        caller.require_owner()?;
+        self.catalog.revoke_invite(&caller.team.id, id)?;
+        self.catalog
+            .audit(&caller.event("member.invite_revoke", Some(id)))?;
+        Ok(())
+    }
+
+    /// Changes a member's role (owners); never leaves the team without an owner. The member's
+    /// sessions end (they sign in again under the new role).
     pub fn set_role(&self, caller: &Caller, user_id: &str, role: Role) -> Result<User> {
         caller.require_owner()?;
         let user = self.catalog.set_role(&caller.team.id, user_id, role)?;
@@ -184,7 +197,9 @@ impl Accounts {
     }
 
     /// Uses a one-time link: sets the password (and, for an invite, creates the user named
-    /// `name`), then signs the user in. Returns the new session and its cookie value.
+    /// `name`), then signs the user in. A set-password link ends every other session and
+    /// revokes every personal access token of the user first. Returns the new session and its
+    /// cookie value.
     pub async fn use_link(
         &self,
         secret: &str,
@@ -199,10 +214,7 @@ impl Accounts {
             });
         }
         let link = self.link(secret)?;
-        let pw = new_password.to_string();
-        let phc = tokio::task::spawn_blocking(move || password::hash(&pw))
-            .await
-            .map_err(|_| AccountError::Gone("the password could not be set; try again".into()))?;
+        let phc = self.hashers.hash(new_password).await?;
         let user = self.catalog.use_link(secret, name, &phc)?;
         let action = match link.kind {
             LinkKind::Password { .. } => "user.set_password",

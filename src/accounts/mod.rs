@@ -26,6 +26,12 @@ pub enum AccountError {
     /// Too many failed sign-ins (429 `too_many_attempts`).
     #[error("too many failed sign-ins; try again later")]
     TooManyAttempts(Duration),
+    /// Every password-hashing slot stayed busy (503 `overloaded`, `Retry-After`).
+    #[error("too many sign-ins at once; try again in a moment")]
+    Busy,
+    /// A per-team (or per-user) count would pass its configured limit (409 `limit_reached`).
+    #[error("{0}")]
+    LimitReached(String),
     /// Missing or wrong CSRF token, or a cross-site `Origin` (403 `csrf`).
     #[error("missing or invalid CSRF token")]
     Csrf,
@@ -65,6 +71,12 @@ pub enum AccountError {
     Catalog(CatalogError),
 }
 
+impl From<password::Busy> for AccountError {
+    fn from(_: password::Busy) -> Self {
+        AccountError::Busy
+    }
+}
+
 impl From<CatalogError> for AccountError {
     fn from(e: CatalogError) -> Self {
         match e {
@@ -77,6 +89,7 @@ impl From<CatalogError> for AccountError {
                 field: "",
                 message: m,
             },
+            CatalogError::LimitReached(m) => AccountError::LimitReached(m),
             other => AccountError::Catalog(other),
         }
     }
@@ -166,12 +179,14 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The accounts service: the catalog, the expiry rules and the sign-in throttle.
+/// The accounts service: the catalog, the expiry rules, the sign-in throttle and the bounded
+/// password hashers.
 pub struct Accounts {
     /// The catalog.
     pub catalog: Arc<Catalog>,
     config: AccountsConfig,
     throttle: throttle::Throttle,
+    hashers: password::Hashers,
     /// `{public_url}`, for links.
     public_url: String,
     /// `{app_url}`, for share URLs.
@@ -201,6 +216,7 @@ impl Accounts {
         Accounts {
             catalog,
             throttle: throttle::Throttle::new(config.lockout_max.0),
+            hashers: password::Hashers::new(config.hash_concurrency, config.hash_wait.0),
             config,
             public_url,
             app_url,
@@ -235,41 +251,35 @@ impl Accounts {
         self.config.link_ttl.0.as_millis() as i64
     }
 
-    /// Signs in: throttled per email and per address, answered alike for unknown emails and
-    /// wrong passwords, audited either way. Returns the session and its cookie value.
+    /// Signs in: throttled per email and per address (the attempt counted before the password
+    /// is checked), hashed within the hashers' bound, answered alike for unknown emails and wrong
+    /// passwords, audited either way. `replaces` is the session cookie the request came with, if
+    /// any: a successful sign-in ends it (the session id rotates). Returns the new session and
+    /// its cookie value.
     pub async fn sign_in(
         &self,
         email: &str,
         password: &str,
         address: Option<&str>,
+        replaces: Option<&str>,
     ) -> Result<(Session, String)> {
         let email_key = format!("email:{}", email.trim().to_lowercase());
         let addr_key = address.map(|a| format!("addr:{a}"));
-        let locked = [Some(&email_key), addr_key.as_ref()]
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.throttle.check(k).err())
-            .max();
-        if let Some(wait) = locked {
+        let mut keys = vec![(email_key.as_str(), self.config.max_failures_per_account)];
+        if let Some(k) = &addr_key {
+            keys.push((k.as_str(), self.config.max_failures_per_address));
+        }
+        if let Err(wait) = self.throttle.attempt(&keys) {
             return Err(AccountError::TooManyAttempts(
                 wait.max(Duration::from_secs(1)),
             ));
         }
         let found = self.catalog.user_for_sign_in(email)?;
         let phc = found.as_ref().and_then(|(_, h)| h.clone());
-        let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || password::verify(&pw, phc.as_deref()))
-            .await
-            .unwrap_or(false);
+        let ok = self.hashers.verify(password, phc).await?;
         let (user, _) = match found {
             Some(f) if ok => f,
             other => {
-                self.throttle
-                    .fail(&email_key, self.config.max_failures_per_account.max(1));
-                if let Some(k) = &addr_key {
-                    self.throttle
-                        .fail(k, self.config.max_failures_per_address.max(1));
-                }
                 let user = other.map(|(u, _)| u);
                 self.catalog.audit(&AuditEvent {
                     team_id: user.as_ref().map(|u| u.team_id.as_str()),
@@ -282,7 +292,11 @@ impl Accounts {
                 return Err(AccountError::InvalidCredentials);
             }
         };
-        self.throttle.succeed(&email_key);
+        let refund: Vec<&str> = addr_key.iter().map(String::as_str).collect();
+        self.throttle.succeed(&email_key, &refund);
+        if let Some(old) = replaces {
+            self.catalog.revoke_session_by_secret(old)?;
+        }
         self.start_session(&user, address)
     }
 

@@ -1,7 +1,10 @@
 //! Passwords: Argon2id hashes in PHC strings (the `argon2` crate's defaults: 19 MiB, 2 passes),
-//! the strength rule, and a verification that costs the same whether or not the account exists.
+//! the strength rule, a verification that costs the same whether or not the account exists, and
+//! [`Hashers`]: at most a few hashes at once, so memory stays bounded (each one holds its 19 MiB
+//! block) however many sign-ins arrive together.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
 use argon2::Argon2;
 use argon2::password_hash::phc::PasswordHash;
@@ -47,6 +50,61 @@ pub fn verify(password: &str, phc: Option<&str>) -> bool {
         Err(_) => false,
     };
     ok && phc.is_some()
+}
+
+/// Memory one Argon2 hash or verification holds (the default parameters' block).
+pub const BYTES_PER_HASH: u64 = argon2::Params::DEFAULT_M_COST as u64 * 1024;
+
+/// No hashing slot came free in time.
+#[derive(Debug, Clone, Copy)]
+pub struct Busy;
+
+/// Runs Argon2 on blocking threads, at most `slots` at a time; a caller waits at most `wait`
+/// for a slot, then gets [`Busy`].
+#[derive(Debug)]
+pub struct Hashers {
+    slots: std::sync::Arc<tokio::sync::Semaphore>,
+    wait: Duration,
+}
+
+impl Hashers {
+    /// At most `slots` (at least 1) hashes at once, each caller waiting at most `wait`.
+    pub fn new(slots: usize, wait: Duration) -> Hashers {
+        Hashers {
+            slots: std::sync::Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            wait,
+        }
+    }
+
+    /// Runs `work` on a blocking thread once a slot is free. The slot goes with the work, so
+    /// a request dropped mid-hash (its client gone) still holds it until the hash ends.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Busy> {
+        let permit = tokio::time::timeout(self.wait, self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| Busy)?
+            .map_err(|_| Busy)?;
+        tokio::task::spawn_blocking(move || {
+            let _slot = permit;
+            work()
+        })
+        .await
+        .map_err(|_| Busy)
+    }
+
+    /// [`verify`] within the bound.
+    pub async fn verify(&self, password: &str, phc: Option<String>) -> Result<bool, Busy> {
+        let password = password.to_string();
+        self.run(move || verify(&password, phc.as_deref())).await
+    }
+
+    /// [`hash`] within the bound.
+    pub async fn hash(&self, password: &str) -> Result<String, Busy> {
+        let password = password.to_string();
+        self.run(move || hash(&password)).await
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
-//! Slowing down password guessing: failed sign-ins are counted per key (an email, a client
-//! address) in memory; past a threshold each further failure locks the key for twice as long as
-//! the previous lock, up to a maximum. A success clears the email's count. Unknown emails are
-//! counted like known ones, so the answers reveal nothing about which accounts exist.
+//! Slowing down password guessing: sign-in attempts are counted per key (an email, a client
+//! address) in memory; past a threshold each further attempt locks the key for twice as long as
+//! the previous lock, up to a maximum. An attempt is counted *before* its password is checked,
+//! under one lock for all its keys ([`Throttle::attempt`]), so N guesses sent at once are held to
+//! the same limit as N sent one by one; a success then clears the email's count. Unknown emails
+//! are counted like known ones, so the answers reveal nothing about which accounts exist.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,7 +16,10 @@ const SWEEP_AT: usize = 10_000;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
+    /// Attempts counted and not refunded (a failure, or an attempt still being checked).
     failures: u32,
+    /// The limit the last attempt was counted against.
+    allowed: u32,
     last_failure: Instant,
     locked_until: Option<Instant>,
 }
@@ -35,47 +40,64 @@ impl Throttle {
         }
     }
 
-    /// `Err(wait)` while `key` is locked.
-    pub fn check(&self, key: &str) -> Result<(), Duration> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        match entries.get(key).and_then(|e| e.locked_until) {
-            Some(until) if until > now => Err(until - now),
-            _ => Ok(()),
-        }
-    }
-
-    /// Counts a failure for `key`; past `allowed` failures the key is locked.
-    pub fn fail(&self, key: &str, allowed: u32) {
+    /// Counts one sign-in attempt against every `(key, allowed)` before its password is
+    /// checked: `Err(wait)` (and nothing counted) while any key is locked; else each key's count
+    /// goes up, and a key that reaches `allowed` attempts is locked at once, so concurrent
+    /// attempts beyond the limit are refused even while the earlier ones are still being
+    /// checked. A success clears the email's count with [`Throttle::succeed`].
+    pub fn attempt(&self, keys: &[(&str, u32)]) -> Result<(), Duration> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
+        let locked = keys
+            .iter()
+            .filter_map(|(k, _)| entries.get(*k).and_then(|e| e.locked_until))
+            .filter(|until| *until > now)
+            .max();
+        if let Some(until) = locked {
+            return Err(until - now);
+        }
         if entries.len() >= SWEEP_AT {
             entries.retain(|_, e| {
                 e.locked_until.is_some_and(|u| u > now)
                     || now.duration_since(e.last_failure) < FORGET_AFTER
             });
         }
-        let e = entries.entry(key.to_string()).or_insert(Entry {
-            failures: 0,
-            last_failure: now,
-            locked_until: None,
-        });
-        if now.duration_since(e.last_failure) >= FORGET_AFTER {
-            e.failures = 0;
+        for &(key, allowed) in keys {
+            let allowed = allowed.max(1);
+            let e = entries.entry(key.to_string()).or_insert(Entry {
+                failures: 0,
+                allowed,
+                last_failure: now,
+                locked_until: None,
+            });
+            if now.duration_since(e.last_failure) >= FORGET_AFTER {
+                e.failures = 0;
+            }
+            e.failures = e.failures.saturating_add(1);
+            e.allowed = allowed;
+            e.last_failure = now;
+            if e.failures >= allowed {
+                let doublings = (e.failures - allowed).min(20);
+                let lock = Duration::from_secs(1u64 << doublings).min(self.max_lock);
+                e.locked_until = Some(now + lock);
+            }
         }
-        e.failures = e.failures.saturating_add(1);
-        e.last_failure = now;
-        if e.failures >= allowed {
-            let doublings = (e.failures - allowed).min(20);
-            let lock = Duration::from_secs(1u64 << doublings).min(self.max_lock);
-            e.locked_until = Some(now + lock);
-        }
+        Ok(())
     }
 
-    /// Clears `key` (a successful sign-in).
-    pub fn succeed(&self, key: &str) {
+    /// A successful sign-in: clears `key` (the email) and takes the attempt back from each of
+    /// `refund` (the address), so people signing in from one address never lock it.
+    pub fn succeed(&self, key: &str, refund: &[&str]) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries.remove(key);
+        for k in refund {
+            if let Some(e) = entries.get_mut(*k) {
+                e.failures = e.failures.saturating_sub(1);
+                if e.failures < e.allowed {
+                    e.locked_until = None;
+                }
+            }
+        }
     }
 }
 
@@ -84,27 +106,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn locks_after_the_allowed_failures_and_doubles() {
+    fn locks_after_the_allowed_attempts_and_doubles() {
         let t = Throttle::new(Duration::from_secs(60));
-        for _ in 0..4 {
-            t.fail("a", 5);
-            assert!(t.check("a").is_ok());
+        for _ in 0..5 {
+            assert!(t.attempt(&[("a", 5)]).is_ok());
         }
-        t.fail("a", 5);
-        let first = t.check("a").unwrap_err();
+        let first = t.attempt(&[("a", 5)]).unwrap_err();
         assert!(first <= Duration::from_secs(1) && first > Duration::ZERO);
-        t.fail("a", 5);
-        let second = t.check("a").unwrap_err();
-        assert!(second > Duration::from_secs(1), "{second:?}");
-        assert!(t.check("b").is_ok(), "keys are independent");
-        t.succeed("a");
-        assert!(t.check("a").is_ok());
+        assert!(t.attempt(&[("b", 5)]).is_ok(), "keys are independent");
+        t.succeed("a", &[]);
+        assert!(t.attempt(&[("a", 5)]).is_ok());
+        // Successes give the address its attempt back.
+        for _ in 0..10 {
+            assert!(t.attempt(&[("d", 5), ("office", 2)]).is_ok());
+            t.succeed("d", &["office"]);
+        }
         for _ in 0..40 {
-            t.fail("c", 1);
+            let _ = t.attempt(&[("c", 1)]);
         }
         assert!(
-            t.check("c").unwrap_err() <= Duration::from_secs(60),
+            t.attempt(&[("c", 1)]).unwrap_err() <= Duration::from_secs(60),
             "capped"
         );
+    }
+
+    /// Attempts are counted before any password is checked: however many arrive at once, no
+    /// more than `allowed` get through, and an attempt refused by a locked key counts against
+    /// none of its keys.
+    #[test]
+    fn concurrent_attempts_are_held_to_the_limit() {
+        let t = Throttle::new(Duration::from_secs(60));
+        let admitted: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..40)
+                .map(|_| s.spawn(|| t.attempt(&[("email", 5), ("addr", 20)]).is_ok()))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| usize::from(h.join().unwrap()))
+                .sum()
+        });
+        assert_eq!(admitted, 5);
+        // "addr" holds 5 attempts: 14 more on other emails pass, the 15th locks it.
+        for i in 0..14 {
+            let other = format!("other{i}");
+            assert!(t.attempt(&[(&other, 5), ("addr", 20)]).is_ok(), "{i}");
+        }
+        assert!(t.attempt(&[("other14", 5), ("addr", 20)]).is_ok());
+        assert!(t.attempt(&[("other15", 5), ("addr", 20)]).is_err());
     }
 }

@@ -74,12 +74,21 @@ pub struct TableInfo {
     pub stats: crate::catalog::TableStats,
 }
 
-fn canvas_name(name: &str) -> Result<String> {
+/// Most characters in a name (canvas, element, source table as typed).
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Most filters on one element.
+const MAX_FILTERS: usize = 100;
+
+/// A name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
+pub fn bounded_name(name: &str, field: &'static str) -> Result<String> {
     let n = name.trim();
-    if n.is_empty() || n.chars().count() > 200 || n.chars().any(char::is_control) {
+    if n.is_empty() || n.chars().count() > MAX_NAME_CHARS || n.chars().any(char::is_control) {
         return Err(AccountError::Invalid {
-            field: "name",
-            message: "a canvas name is 1 to 200 characters, without control characters".into(),
+            field,
+            message: format!(
+                "a {field} is 1 to {MAX_NAME_CHARS} characters, without control characters"
+            ),
         });
     }
     Ok(n.to_string())
@@ -121,7 +130,7 @@ impl Accounts {
 
     /// Creates a canvas.
     pub fn create_canvas(&self, caller: &Caller, name: &str) -> Result<CanvasInfo> {
-        let name = canvas_name(name)?;
+        let name = bounded_name(name, "name")?;
         let id = self.catalog.create_canvas(&caller.team.id, &name)?;
         self.catalog
             .audit(&caller.event("canvas.create", Some(&id)))?;
@@ -140,7 +149,7 @@ impl Accounts {
 
     /// Renames a canvas.
     pub fn rename_canvas(&self, caller: &Caller, id: &str, name: &str) -> Result<CanvasInfo> {
-        let name = canvas_name(name)?;
+        let name = bounded_name(name, "name")?;
         self.catalog.rename_canvas(&caller.team.id, id, &name)?;
         let c = self.catalog.canvas(&caller.team.id, id)?;
         let elements = self
@@ -176,8 +185,9 @@ impl Accounts {
             .collect())
     }
 
-    /// Creates a table element on a canvas of the team. When the source table exists, its
-    /// columns and filters are checked against it now rather than at the first download.
+    /// Creates a table element on a canvas of the team. Its columns and filters are checked
+    /// against the table now (known columns, no repeats, typed filter values), not at the first
+    /// download: an element on a table that has no data yet may name neither.
     pub fn create_element(
         &self,
         caller: &Caller,
@@ -187,46 +197,71 @@ impl Accounts {
         self.catalog.canvas(&caller.team.id, canvas_id)?;
         let invalid =
             |field: &'static str, message: String| AccountError::Invalid { field, message };
-        let source = crate::warehouse::naming::normalize(&new.source);
+        let source = crate::warehouse::naming::normalize(&bounded_name(&new.source, "source")?);
         if source.is_empty() {
             return Err(invalid(
                 "source",
                 format!("{:?} is not a usable table name", new.source),
             ));
         }
-        if let Some(f) = &new.filters
-            && !f.is_array()
-        {
-            return Err(invalid("filters", "filters is a list of filters".into()));
-        }
+        let name = match new.name.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(n) => Some(bounded_name(n, "name")?),
+        };
         if new.limit == Some(0) {
             return Err(invalid("limit", "limit must be at least 1".into()));
         }
         let schemas = self
             .catalog
             .team_schemas(&TeamId::from(caller.team.id.as_str()))?;
-        if let Some(schema) = schemas.get(&source) {
-            for c in new.columns.iter().flatten() {
+        let known = schemas
+            .get(&source)
+            .map(|s| s.columns.as_slice())
+            .unwrap_or_default();
+        let unknown = |c: &str| {
+            if known.is_empty() {
+                format!("table {source} has no data yet, so no column {c:?}")
+            } else {
+                format!("table {source} has no column {c:?}")
+            }
+        };
+        if let Some(columns) = &new.columns {
+            if columns.is_empty() || columns.len() > known.len().max(1) {
+                return Err(invalid(
+                    "columns",
+                    format!(
+                        "columns lists 1 to {} of the table's columns",
+                        known.len().max(1)
+                    ),
+                ));
+            }
+            let mut seen = std::collections::HashSet::new();
+            for c in columns {
                 let n = crate::warehouse::naming::normalize(c);
-                if !schema.columns.iter().any(|col| col.name == n) {
-                    return Err(invalid(
-                        "columns",
-                        format!("table {source} has no column {c:?}"),
-                    ));
+                if !known.iter().any(|col| col.name == n) {
+                    return Err(invalid("columns", unknown(c)));
+                }
+                if !seen.insert(n) {
+                    return Err(invalid("columns", format!("column {c:?} is listed twice")));
                 }
             }
-            if let Some(f) = &new.filters {
-                crate::download::filter::parse(f, &schema.columns, "filters")
-                    .map_err(|e| invalid("filters", e.message))?;
-            }
         }
-        let name = new.name.as_deref().map(str::trim).filter(|n| !n.is_empty());
+        if let Some(f) = &new.filters {
+            let list = f
+                .as_array()
+                .ok_or_else(|| invalid("filters", "filters is a list of filters".into()))?;
+            if list.len() > MAX_FILTERS {
+                return Err(invalid("filters", format!("at most {MAX_FILTERS} filters")));
+            }
+            crate::download::filter::parse(f, known, "filters")
+                .map_err(|e| invalid("filters", e.message))?;
+        }
         let id = self
             .catalog
             .create_element(&NewElement {
                 canvas: canvas_id.to_string(),
                 table: source,
-                name: name.map(str::to_string),
+                name,
                 columns: new.columns.clone(),
                 filters: new.filters.clone(),
                 limit: new.limit,

@@ -4,6 +4,7 @@
 use super::db::{DbResult, OptionalExtension, params};
 use serde::Serialize;
 
+use super::quotas::Counted;
 use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
 use super::{Catalog, CatalogError, Result, TeamId, now_ms};
 
@@ -264,7 +265,15 @@ impl Catalog {
             revoked_at: None,
         };
         self.with(|c| {
-            c.execute(
+            let tx = c.write_transaction()?;
+            self.ensure_room(
+                &tx,
+                match kind {
+                    SecretKind::DataKey => Counted::Keys(&team.id),
+                    SecretKind::EventsToken => Counted::Tokens(&team.id),
+                },
+            )?;
+            tx.execute(
                 "INSERT INTO secrets (id, kind, team_id, hash, prefix, created_by, created_at, name)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
@@ -278,6 +287,7 @@ impl Catalog {
                     info.name
                 ],
             )?;
+            tx.commit()?;
             Ok(())
         })?;
         Ok((info, secret))
@@ -348,10 +358,13 @@ impl Catalog {
         let name = non_empty(name, "canvas name")?;
         let id = secrets::new_id("cv");
         self.with(|c| {
-            c.execute(
+            let tx = c.write_transaction()?;
+            self.ensure_room(&tx, Counted::Canvases(&team.id))?;
+            tx.execute(
                 "INSERT INTO canvases (id, team_id, name, created_at) VALUES (?1, ?2, ?3, ?4)",
                 params![id, team.id, name, now_ms()],
             )?;
+            tx.commit()?;
             Ok(id.clone())
         })
     }
@@ -393,15 +406,19 @@ impl Catalog {
         };
         let id = secrets::new_id("el");
         self.with(|c| {
-            let exists: Option<String> = c
-                .query_row("SELECT id FROM canvases WHERE id = ?1", [&e.canvas], |r| {
-                    r.get(0)
-                })
+            let tx = c.write_transaction()?;
+            let team: Option<String> = tx
+                .query_row(
+                    "SELECT team_id FROM canvases WHERE id = ?1",
+                    [&e.canvas],
+                    |r| r.get(0),
+                )
                 .optional()?;
-            if exists.is_none() {
+            let Some(team) = team else {
                 return Err(CatalogError::NotFound(format!("no canvas {:?}", e.canvas)));
-            }
-            c.execute(
+            };
+            self.ensure_room(&tx, Counted::Elements(&team))?;
+            tx.execute(
                 "INSERT INTO elements (id, canvas_id, name, source, columns, filters, row_limit, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
@@ -415,6 +432,7 @@ impl Catalog {
                     now_ms()
                 ],
             )?;
+            tx.commit()?;
             Ok(id.clone())
         })
     }

@@ -233,6 +233,12 @@ CREATE TABLE wal_watermarks (
     PRIMARY KEY (wal_id, team_id)
 );
 "#,
+    // 9: owners revoke pending invites; session CSRF tokens are derived from the cookie
+    // secret instead of stored, so the stored ones are wiped.
+    r#"
+ALTER TABLE links ADD COLUMN revoked_at INTEGER;
+UPDATE sessions SET csrf = '';
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -196,6 +196,12 @@ CREATE TABLE wal_watermarks (
     PRIMARY KEY (wal_id, team_id)
 );
 "#,
+    // 4 (SQLite's 9): owners revoke pending invites; session CSRF tokens are derived from the cookie
+    // secret instead of stored, so the stored ones are wiped.
+    r#"
+ALTER TABLE links ADD COLUMN revoked_at BIGINT;
+UPDATE sessions SET csrf = '';
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -10,9 +10,11 @@ mod auth;
 mod compaction;
 pub mod db;
 mod leases;
+mod links;
 mod migrations;
 mod migrations_pg;
 mod pending;
+mod quotas;
 pub mod secrets;
 mod sessions;
 mod settings;
@@ -37,10 +39,12 @@ use db::{Conn, DbError};
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
 pub use compaction::LiveFile;
+pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};
+pub use quotas::Quotas;
 pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, SessionLimits};
 pub use settings::{Change, SettingsChange, TeamSettings};
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
-pub use users::{LINK_PREFIX, Link, LinkKind, User, normalize_email};
+pub use users::{User, normalize_email};
 pub use workspace::{CanvasRow, ElementRow, TableStats};
 
 /// A team id (`tm_…`), cheap to clone.
@@ -98,6 +102,9 @@ pub enum CatalogError {
     /// The change would leave a team without an owner.
     #[error("a team must keep at least one owner")]
     LastOwner,
+    /// A per-team or per-user count is at its ceiling ([`Quotas`]).
+    #[error("{0}")]
+    LimitReached(String),
     /// A commit named an object whose reservation is gone: the orphan collector judged its
     /// writer dead and may have deleted the object. Write the data again under new paths.
     #[error("object {0} is no longer reserved for this writer; it must be written again")]
@@ -156,6 +163,8 @@ pub struct Catalog {
     auth: auth::AuthCache,
     /// The WAL whose watermarks this handle reads and raises (`watermarks`).
     wal: std::sync::OnceLock<String>,
+    /// Ceilings on what owners and members create ([`Catalog::set_quotas`]).
+    quotas: std::sync::RwLock<Quotas>,
 }
 
 impl fmt::Debug for Catalog {
@@ -198,12 +207,20 @@ impl Catalog {
         }
         let auth = rusqlite::Connection::open(path).map_err(sqlite)?;
         auth.busy_timeout(Duration::from_secs(10)).map_err(sqlite)?;
+        // It holds password and secret hashes: the owner's alone, even if an older version made
+        // it readable to others.
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            crate::files::make_private(Path::new(&p))?;
+        }
         Ok(Catalog {
             auth: auth::AuthCache::new(Conn::Sqlite(auth), None),
             conns,
             next: AtomicUsize::new(0),
             owner: new_owner(),
             wal: std::sync::OnceLock::new(),
+            quotas: std::sync::RwLock::new(Quotas::NONE),
         })
     }
 
@@ -233,6 +250,7 @@ impl Catalog {
             next: AtomicUsize::new(0),
             owner: new_owner(),
             wal: std::sync::OnceLock::new(),
+            quotas: std::sync::RwLock::new(Quotas::NONE),
         })
     }
 

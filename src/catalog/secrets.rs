@@ -38,6 +38,17 @@ pub fn hash(secret: &str) -> Vec<u8> {
     Sha256::digest(secret.as_bytes()).to_vec()
 }
 
+/// The CSRF token of a session, derived from its cookie secret (SHA-256 of a domain-separated
+/// copy, URL-safe base64). Nothing replayable is stored: the catalog keeps only the cookie's own
+/// hash, from which this cannot be computed.
+pub fn csrf_token(session_secret: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"stowage csrf v1\0")
+        .chain_update(session_secret.as_bytes())
+        .finalize();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+}
+
 /// The part of a secret shown in listings: its type prefix and four characters.
 pub fn display_prefix(secret: &str) -> String {
     let cut = secret
@@ -61,5 +72,9 @@ mod tests {
         assert_eq!(display_prefix(&a).len(), "stw_data_".len() + 4);
         assert_eq!(hash(&a).len(), 32);
         assert!(new_id("tm").starts_with("tm_"));
+        let csrf = csrf_token(&a);
+        assert_eq!(csrf, csrf_token(&a), "derived, so stable for a session");
+        assert_ne!(csrf, csrf_token(&b));
+        assert_ne!(csrf.as_bytes(), &hash(&a)[..], "not the stored hash");
     }
 }

@@ -1,5 +1,6 @@
 //! Sign-in sessions and personal access tokens: who a cookie or a `Bearer stw_pat_…` belongs to.
-//! Only SHA-256 hashes of the secrets are kept. Both are looked up on every management request
+//! Only SHA-256 hashes of the secrets are kept; a session's CSRF token is derived from its
+//! cookie secret ([`secrets::csrf_token`]), never stored. Both are looked up on every management request
 //! (rare next to ingestion), so a revocation is seen by the very next request on any process;
 //! `last_seen_at` / `last_used_at` are written at most once a minute each.
 
@@ -7,6 +8,7 @@ use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::admin::Team;
+use super::quotas::Counted;
 use super::users::{USER_COLUMNS, User, user_row};
 use super::{Catalog, CatalogError, Result, now_ms, secrets};
 
@@ -27,7 +29,7 @@ pub struct Session {
     pub user: User,
     /// The user's team.
     pub team: Team,
-    /// The session's CSRF token.
+    /// The session's CSRF token, derived from the cookie secret.
     pub csrf: String,
 }
 
@@ -84,14 +86,14 @@ impl Catalog {
         address: Option<&str>,
     ) -> Result<(Session, String)> {
         let secret = secrets::new_secret(SESSION_PREFIX);
-        let csrf = secrets::new_secret("");
+        let csrf = secrets::csrf_token(&secret);
         let id = secrets::new_id("se");
         let now = now_ms();
         self.with(|c| {
             c.execute(
                 "INSERT INTO sessions (id, hash, user_id, csrf, address, created_at, last_seen_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                params![id, secrets::hash(&secret), user_id, csrf, address, now],
+                 VALUES (?1, ?2, ?3, '', ?4, ?5, ?5)",
+                params![id, secrets::hash(&secret), user_id, address, now],
             )?;
             Ok(())
         })?;
@@ -121,7 +123,7 @@ impl Catalog {
         self.with(|c| {
             let found = c
                 .prepare_cached(&format!(
-                    "SELECT s.id, s.csrf, s.last_seen_at, {USER_COLUMNS}, t.id, t.name, t.events_enabled
+                    "SELECT s.id, s.last_seen_at, {USER_COLUMNS}, t.id, t.name, t.events_enabled
                      FROM sessions s JOIN users u ON u.id = s.user_id JOIN teams t ON t.id = u.team_id
                      WHERE s.hash = ?1 AND s.revoked_at IS NULL AND u.removed_at IS NULL
                        AND s.created_at > ?2 AND s.last_seen_at > ?3"
@@ -136,11 +138,11 @@ impl Catalog {
                         Ok((
                             Session {
                                 id: r.get(0)?,
-                                csrf: r.get(1)?,
-                                user: user_row(r, 3)?,
-                                team: team_of(r, 9)?,
+                                csrf: secrets::csrf_token(secret),
+                                user: user_row(r, 2)?,
+                                team: team_of(r, 8)?,
                             },
-                            r.get::<i64>(2)?,
+                            r.get::<i64>(1)?,
                         ))
                     },
                 )
@@ -170,6 +172,20 @@ impl Catalog {
         })
     }
 
+    /// Ends the session behind a cookie value, if it is one (a new sign-in replacing it).
+    pub fn revoke_session_by_secret(&self, secret: &str) -> Result<()> {
+        if !secret.starts_with(SESSION_PREFIX) {
+            return Ok(());
+        }
+        self.with(|c| {
+            c.execute(
+                "UPDATE sessions SET revoked_at = ?1 WHERE hash = ?2 AND revoked_at IS NULL",
+                params![now_ms(), secrets::hash(secret)],
+            )?;
+            Ok(())
+        })
+    }
+
     /// Creates a personal access token for `user_id`; returns its listing row and the secret.
     pub fn create_pat(&self, user_id: &str, name: Option<&str>) -> Result<(PatInfo, String)> {
         let secret = secrets::new_secret(PAT_PREFIX);
@@ -182,7 +198,9 @@ impl Catalog {
             last_used_at: None,
         };
         self.with(|c| {
-            c.execute(
+            let tx = c.write_transaction()?;
+            self.ensure_room(&tx, Counted::Pats(user_id))?;
+            tx.execute(
                 "INSERT INTO pats (id, hash, user_id, name, prefix, created_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
@@ -194,6 +212,7 @@ impl Catalog {
                     info.created_at
                 ],
             )?;
+            tx.commit()?;
             Ok(())
         })?;
         Ok((info, secret))

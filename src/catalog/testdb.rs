@@ -39,6 +39,13 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("opening {:?}: {e}", self.location))
     }
 
+    /// A fresh catalog with one team `t`; its id.
+    pub fn open_with_team(&self) -> (Catalog, String) {
+        let c = self.open();
+        let team = c.create_team("t").unwrap();
+        (c, team)
+    }
+
     /// Whether this is the PostgreSQL one.
     pub fn is_postgres(&self) -> bool {
         matches!(self.location, Location::Postgres(_))

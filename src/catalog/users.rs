@@ -1,15 +1,12 @@
-//! Users of a team (SPEC §5.1): creation with an email, roles with the last-owner rule, removal,
-//! password hashes (stored as given: the caller hashes), and the one-time links that set a
-//! password or accept an invite.
+//! Users of a team (SPEC §5.1): creation with an email, roles with the last-owner rule (a role
+//! change ends the user's sessions), removal, and password hashes (stored as given: the caller
+//! hashes). The one-time links that set a password or accept an invite are in `links`.
 
 use super::db::{Conn, DbError, DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::admin::{Role, Team};
+use super::admin::Role;
 use super::{Catalog, CatalogError, Result, now_ms, secrets};
-
-/// Prefix of one-time link secrets (set-password and invite links).
-pub const LINK_PREFIX: &str = "stw_link_";
 
 /// A user as shown to its team.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -27,38 +24,6 @@ pub struct User {
     pub role: Role,
     /// ms since epoch.
     pub created_at: i64,
-}
-
-/// What a one-time link does when used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkKind {
-    /// Sets the password of an existing user.
-    Password {
-        /// The user.
-        user_id: String,
-    },
-    /// Creates a user of the team with this email and role.
-    Invite {
-        /// Lowercase email.
-        email: String,
-        /// Role given on acceptance.
-        role: Role,
-    },
-}
-
-/// A link that is still usable.
-#[derive(Debug, Clone)]
-pub struct Link {
-    /// `ln_…`
-    pub id: String,
-    /// The team it belongs to.
-    pub team: Team,
-    /// What it does.
-    pub kind: LinkKind,
-    /// For a password link: the user's email and name.
-    pub user: Option<User>,
-    /// ms since epoch.
-    pub expires_at: i64,
 }
 
 pub(super) const USER_COLUMNS: &str = "u.id, u.team_id, u.email, u.name, u.role, u.created_at";
@@ -229,6 +194,10 @@ impl Catalog {
                 "UPDATE users SET role = ?1 WHERE id = ?2",
                 params![role.as_str(), user_id],
             )?;
+            if user.role != role {
+                // Whoever holds a session signs in again under the new role.
+                end_sessions_of(&tx, user_id, now_ms())?;
+            }
             tx.commit()?;
             Ok(User { role, ..user })
         })
@@ -248,141 +217,32 @@ impl Catalog {
                 "UPDATE users SET removed_at = ?1 WHERE id = ?2",
                 params![now, user_id],
             )?;
-            tx.execute(
-                "UPDATE sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
-                params![now, user_id],
-            )?;
-            tx.execute(
-                "UPDATE pats SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
-                params![now, user_id],
-            )?;
+            end_sessions_of(&tx, user_id, now)?;
+            revoke_pats_of(&tx, user_id, now)?;
             tx.commit()?;
             Ok(user)
         })?;
         Ok(user)
     }
-
-    /// Creates a one-time link valid for `ttl_ms`; returns (id, secret). Only the secret's hash
-    /// is kept. Creating a password link retires the user's earlier unused ones.
-    pub fn create_link(
-        &self,
-        team_id: &str,
-        kind: &LinkKind,
-        created_by: Option<&str>,
-        ttl_ms: i64,
-    ) -> Result<(String, String)> {
-        let secret = secrets::new_secret(LINK_PREFIX);
-        let id = secrets::new_id("ln");
-        let now = now_ms();
-        self.with(|c| {
-            let tx = c.transaction()?;
-            let (kind_s, user_id, email, role) = match kind {
-                LinkKind::Password { user_id } => {
-                    tx.execute(
-                        "UPDATE links SET used_at = ?1 WHERE user_id = ?2 AND kind = 'password' AND used_at IS NULL",
-                        params![now, user_id],
-                    )?;
-                    ("password", Some(user_id.as_str()), None, None)
-                }
-                LinkKind::Invite { email, role } => {
-                    ("invite", None, Some(email.as_str()), Some(role.as_str()))
-                }
-            };
-            tx.execute(
-                "INSERT INTO links (id, hash, kind, team_id, user_id, email, role, created_by, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![
-                    id,
-                    secrets::hash(&secret),
-                    kind_s,
-                    team_id,
-                    user_id,
-                    email,
-                    role,
-                    created_by,
-                    now,
-                    now.saturating_add(ttl_ms)
-                ],
-            )?;
-            tx.commit()?;
-            Ok(())
-        })?;
-        Ok((id, secret))
-    }
-
-    /// The link behind `secret` if it is unused and unexpired.
-    pub fn link(&self, secret: &str) -> Result<Option<Link>> {
-        let found = self.with(|c| find_link(c, secret))?;
-        let Some((id, team_id, kind, expires_at)) = found else {
-            return Ok(None);
-        };
-        let team = self.find_team(&team_id)?;
-        let user = match &kind {
-            LinkKind::Password { user_id } => match self.user(user_id)? {
-                Some(u) => Some(u),
-                None => return Ok(None),
-            },
-            LinkKind::Invite { .. } => None,
-        };
-        Ok(Some(Link {
-            id,
-            team,
-            kind,
-            user,
-            expires_at,
-        }))
-    }
-
-    /// Uses a link once: sets the user's password (password link) or creates the invited user
-    /// with `name` and the password (invite). `Gone` if the link was used or expired meanwhile.
-    pub fn use_link(&self, secret: &str, name: Option<&str>, password_hash: &str) -> Result<User> {
-        let name = name.map(normalize_name).transpose()?;
-        let user_id = self.with(|c| {
-            let tx = c.write_transaction()?;
-            let Some((id, team_id, kind, _)) = find_link(&tx, secret)? else {
-                return Err(CatalogError::Gone(
-                    "this link was already used or has expired".into(),
-                ));
-            };
-            tx.execute(
-                "UPDATE links SET used_at = ?1 WHERE id = ?2",
-                params![now_ms(), id],
-            )?;
-            let user_id = match kind {
-                LinkKind::Password { user_id } => {
-                    let n = tx.execute(
-                        "UPDATE users SET password_hash = ?1 WHERE id = ?2 AND removed_at IS NULL",
-                        params![password_hash, user_id],
-                    )?;
-                    if n == 0 {
-                        return Err(CatalogError::Gone("this user was removed".into()));
-                    }
-                    user_id
-                }
-                LinkKind::Invite { email, role } => {
-                    let name = name
-                        .clone()
-                        .unwrap_or_else(|| email.split('@').next().unwrap_or("member").to_string());
-                    insert_user(
-                        &tx,
-                        &team_id,
-                        Some(&email),
-                        &name,
-                        role,
-                        Some(password_hash),
-                    )?
-                    .id
-                }
-            };
-            tx.commit()?;
-            Ok(user_id)
-        })?;
-        self.user(&user_id)?
-            .ok_or_else(|| CatalogError::NotFound(format!("no user {user_id:?}")))
-    }
 }
 
-fn insert_user(
+/// Ends every live session of `user_id` (inside the caller's transaction, if any).
+pub(super) fn end_sessions_of(c: &Conn, user_id: &str, now: i64) -> DbResult<usize> {
+    c.execute(
+        "UPDATE sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
+        params![now, user_id],
+    )
+}
+
+/// Revokes every live personal access token of `user_id` (inside the caller's transaction).
+pub(super) fn revoke_pats_of(c: &Conn, user_id: &str, now: i64) -> DbResult<usize> {
+    c.execute(
+        "UPDATE pats SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
+        params![now, user_id],
+    )
+}
+
+pub(super) fn insert_user(
     c: &Conn,
     team_id: &str,
     email: Option<&str>,
@@ -424,38 +284,6 @@ fn taken_or(e: DbError, email: &str) -> CatalogError {
     }
 }
 
-type LinkRow = (String, String, LinkKind, i64);
-
-fn find_link(c: &Conn, secret: &str) -> Result<Option<LinkRow>> {
-    if !secret.starts_with(LINK_PREFIX) {
-        return Ok(None);
-    }
-    let row = c
-        .query_row(
-            "SELECT id, team_id, kind, user_id, email, role, expires_at FROM links
-             WHERE hash = ?1 AND used_at IS NULL AND expires_at > ?2",
-            params![secrets::hash(secret), now_ms()],
-            |r| {
-                let kind: String = r.get(2)?;
-                let kind = if kind == "password" {
-                    LinkKind::Password { user_id: r.get(3)? }
-                } else {
-                    LinkKind::Invite {
-                        email: r.get(4)?,
-                        role: if r.get::<String>(5)? == "owner" {
-                            Role::Owner
-                        } else {
-                            Role::Member
-                        },
-                    }
-                };
-                Ok((r.get(0)?, r.get(1)?, kind, r.get(6)?))
-            },
-        )
-        .optional()?;
-    Ok(row)
-}
-
 fn member(tx: &Conn, team_id: &str, user_id: &str) -> Result<User> {
     tx.query_row(
         &format!(
@@ -484,12 +312,6 @@ fn ensure_other_owner(tx: &Conn, team_id: &str, user_id: &str) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn catalog(db: &crate::catalog::testdb::TestDb) -> (Catalog, String) {
-        let c = db.open();
-        let team = c.create_team("t").unwrap();
-        (c, team)
-    }
-
     #[test]
     fn a_team_always_keeps_an_owner() {
         for db in crate::catalog::testdb::each() {
@@ -498,7 +320,7 @@ mod tests {
     }
 
     fn a_team_always_keeps_an_owner_on(db: &crate::catalog::testdb::TestDb) {
-        let (c, team) = catalog(db);
+        let (c, team) = db.open_with_team();
         let a = c
             .create_user(&team, Some("A@x.io"), "a", Role::Owner)
             .unwrap();
@@ -533,44 +355,5 @@ mod tests {
             c.set_role(&other, &b.id, Role::Member),
             Err(CatalogError::NotFound(_))
         ));
-    }
-
-    #[test]
-    fn links_work_once_and_expire() {
-        for db in crate::catalog::testdb::each() {
-            links_work_once_and_expire_on(&db);
-        }
-    }
-
-    fn links_work_once_and_expire_on(db: &crate::catalog::testdb::TestDb) {
-        let (c, team) = catalog(db);
-        let invite = LinkKind::Invite {
-            email: "new@x.io".into(),
-            role: Role::Member,
-        };
-        let (_, secret) = c.create_link(&team, &invite, None, 60_000).unwrap();
-        assert!(c.link(&secret).unwrap().is_some());
-        let user = c.use_link(&secret, Some("New"), "$phc").unwrap();
-        assert_eq!((user.name.as_str(), user.role), ("New", Role::Member));
-        assert!(c.link(&secret).unwrap().is_none());
-        assert!(matches!(
-            c.use_link(&secret, None, "$phc"),
-            Err(CatalogError::Gone(_))
-        ));
-        let (_, expired) = c.create_link(&team, &invite, None, -1).unwrap();
-        assert!(matches!(
-            c.use_link(&expired, None, "$phc"),
-            Err(CatalogError::Gone(_))
-        ));
-        // A newer set-password link retires the older one.
-        let pw = LinkKind::Password {
-            user_id: user.id.clone(),
-        };
-        let (_, first) = c.create_link(&team, &pw, None, 60_000).unwrap();
-        let (_, second) = c.create_link(&team, &pw, None, 60_000).unwrap();
-        assert!(c.link(&first).unwrap().is_none());
-        c.use_link(&second, None, "$new").unwrap();
-        assert_eq!(c.password_hash(&user.id).unwrap().as_deref(), Some("$new"));
-        assert!(c.link("stw_link_nonsense").unwrap().is_none());
     }
 }

@@ -34,6 +34,7 @@ fn init_logging(config: &Config) {
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully (exit 0).
 pub fn run(config: Config, args: ServeArgs) -> ExitCode {
+    crate::files::private_umask();
     init_logging(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -59,6 +60,11 @@ async fn serve(mut config: Config, args: ServeArgs) -> Result<(), app::StartErro
         )
     })?;
     let addr = listener.local_addr()?;
+    let metrics = app::bind_metrics(&config).await?;
+    let metrics_addr = match &metrics {
+        Some(l) => l.local_addr()?.to_string(),
+        None => "off".to_string(),
+    };
     let base = app::base_url(&config, addr);
     let app_url = if config.server.app_url.is_empty() {
         base.clone()
@@ -75,8 +81,8 @@ async fn serve(mut config: Config, args: ServeArgs) -> Result<(), app::StartErro
         let info = demo::seed(&state.catalog, &data_dir, &base, &app_url)?;
         println!("{}", demo::instructions(&info, &data_dir));
     }
-    tracing::info!(%addr, %node, data_dir = %data_dir.display(), "stowage listening");
-    app::serve(listener, state, shutdown_signal()).await?;
+    tracing::info!(%addr, metrics = %metrics_addr, %node, data_dir = %data_dir.display(), "stowage listening");
+    app::serve(listener, metrics, state, shutdown_signal()).await?;
     Ok(())
 }
 

@@ -106,10 +106,15 @@ pub fn run(config: &Config, catalog: &Catalog, command: UserCommand) -> Result<O
             let (user, _) = catalog.user_for_sign_in(&email)?.ok_or_else(|| {
                 crate::catalog::CatalogError::NotFound(format!("no user with email {email:?}"))
             })?;
+            // A reset answers a lost or stolen password: the old one stops working and whatever
+            // it opened ends now (using the link ends any session opened since, too).
+            catalog.reset_access(&user.id)?;
             let (link_id, url) = password_link(config, catalog, &user, "user.reset_link", None)?;
             Ok(Output {
                 json: json!({"id": user.id, "link_id": link_id, "set_password_url": url}),
-                human: format!("set-password link for {email} (shown once):\n  {url}"),
+                human: format!(
+                    "{email}'s password no longer works; signed out everywhere, personal access tokens revoked\nset-password link for {email} (shown once):\n  {url}"
+                ),
             })
         }
         UserCommand::List { team } => {

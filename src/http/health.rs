@@ -1,6 +1,8 @@
 //! Liveness (`/healthz`: the process answers, and which node it is) and readiness (`/readyz`:
-//! WAL recovery done and the catalog answers); every response names its node
-//! (`X-Stowage-Node`), so behind a load balancer one can tell who answered.
+//! WAL recovery done and the catalog answers), and the headers every response carries:
+//! `X-Content-Type-Options: nosniff`, and — when `server.node_header` is on — the node's name
+//! (`X-Stowage-Node`), so behind a load balancer one can tell who answered. It is off by
+//! default: a host name tells an outsider about the deployment.
 
 use axum::Json;
 use axum::extract::State;
@@ -15,12 +17,18 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     Json(json!({"status": "ok", "node": state.config.node.id}))
 }
 
-/// Adds `X-Stowage-Node` to a response.
-pub async fn node_header(State(state): State<AppState>, mut resp: Response) -> Response {
-    if let Ok(v) = HeaderValue::from_str(&state.config.node.id)
+/// Adds `X-Content-Type-Options: nosniff`, and `X-Stowage-Node` when configured.
+pub async fn response_headers(State(state): State<AppState>, mut resp: Response) -> Response {
+    let headers = resp.headers_mut();
+    headers.insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if state.config.server.node_header
+        && let Ok(v) = HeaderValue::from_str(&state.config.node.id)
         && !v.is_empty()
     {
-        resp.headers_mut().insert("x-stowage-node", v);
+        headers.insert("x-stowage-node", v);
     }
     resp
 }

@@ -1,5 +1,6 @@
-//! `/metrics` in Prometheus text format, plus the request-counting middleware. Counters and
-//! histograms are recorded where things happen (WAL writer, flush, handlers) through the
+//! `/metrics` in Prometheus text format, served on its own listener (`server.metrics_listen`,
+//! loopback by default: its series name teams), plus the request-counting middleware. Counters
+//! and histograms are recorded where things happen (WAL writer, flush, handlers) through the
 //! `metrics` facade; gauges that describe current state are read at scrape time.
 
 use std::sync::OnceLock;
@@ -22,6 +23,13 @@ pub fn init() {
             .install_recorder()
             .expect("no other metrics recorder is installed")
     });
+}
+
+/// The metrics listener's routes: `GET /metrics`, 404 for anything else.
+pub fn router(state: AppState) -> axum::Router {
+    axum::Router::new()
+        .route("/metrics", axum::routing::get(render))
+        .with_state(state)
 }
 
 /// Renders every metric.
@@ -58,7 +66,6 @@ pub async fn track(req: Request, next: Next) -> Response {
         "/api/data/table" => "/api/data/table",
         "/healthz" => "/healthz",
         "/readyz" => "/readyz",
-        "/metrics" => "/metrics",
         p if p.starts_with("/api/v1/") => "/api/v1",
         "/login" | "/logout" | "/settings" => "pages",
         p if p.starts_with("/settings/") || p.starts_with("/invite/") => "pages",

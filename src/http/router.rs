@@ -60,7 +60,6 @@ pub fn router(state: AppState) -> Router {
         .route("/api/data/table", download)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/metrics", get(metrics::render))
         .merge(api::routes())
         .merge(pages::routes())
         .fallback(|| async {
@@ -74,7 +73,7 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(request_id::request_id))
         .layer(axum::middleware::map_response_with_state(
             state.clone(),
-            health::node_header,
+            health::response_headers,
         ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

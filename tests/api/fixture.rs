@@ -2,7 +2,7 @@
 //! canvas) with an owner, a member and the owner's personal access token; team B with its own
 //! owner. Helpers make fresh things of team A for a request to act on.
 
-use stowage::catalog::{Catalog, NewElement, Role, SecretKind};
+use stowage::catalog::{Catalog, LinkKind, NewElement, Role, SecretKind};
 use stowage::config::Config;
 
 use super::client::{Api, Who, fresh_email, user};
@@ -108,6 +108,19 @@ impl Fx {
             .create_pat(&self.owner.user_id, None)
             .unwrap();
         (info.id, secret)
+    }
+
+    /// A new pending invite of team A, sent by its owner.
+    pub fn new_invite(&self) -> String {
+        let kind = LinkKind::Invite {
+            email: fresh_email("invited.example"),
+            role: Role::Member,
+        };
+        let (id, _) = self
+            .catalog()
+            .create_link(&self.team, &kind, Some(&self.owner.user_id), 60_000)
+            .unwrap();
+        id
     }
 
     /// Turns events on or off for both teams.

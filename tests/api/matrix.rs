@@ -14,6 +14,8 @@ const CASES: &[&str] = &[
     "GET /api/v1/me | | 200 200 200",
     "GET /api/v1/members | | 200 200 200",
     r#"POST /api/v1/invites | {"email":"new@x.example","role":"member"} | 201 403 201"#,
+    "GET /api/v1/invites | | 200 403 200",
+    "DELETE /api/v1/invites/{invite} | | 204 403 404",
     r#"PATCH /api/v1/members/{member} | {"role":"owner"} | 200 403 404"#,
     "DELETE /api/v1/members/{member} | | 204 403 404",
     "GET /api/v1/keys | | 200 403 200",
@@ -70,6 +72,7 @@ fn target(fx: &Fx, path: &str) -> String {
         "canvas" => fx.new_canvas(),
         "element" => fx.new_element(),
         "pat" => fx.new_pat().0,
+        "invite" => fx.new_invite(),
         other => panic!("no fresh {other}"),
     };
     format!("{head}{id}{tail}")
@@ -153,13 +156,11 @@ async fn bad_input_is_refused_with_the_field_named() {
             "{huge}",
             format!(r#"{{"name":"{}"}}"#, "n".repeat(70 * 1024)),
         ),
-        (
-            "{taken}",
-            format!(
-                r#"{{"email":"{}","role":"member"}}"#,
-                fx.catalog().user(&member).unwrap().unwrap().email.unwrap()
-            ),
-        ),
+        ("{n201}", "n".repeat(201)),
+        ("{c5000}", {
+            let names: Vec<String> = (0..5000).map(|i| format!("\"c{i}\"")).collect();
+            names.join(",")
+        }),
     ];
     // `METHOD path | body | status code field?`; `{name}` is replaced from `values`.
     let cases = [
@@ -168,7 +169,6 @@ async fn bad_input_is_refused_with_the_field_named() {
         r#"POST /api/v1/invites | {"email":"nope","role":"member"} | 400 invalid_request email"#,
         r#"POST /api/v1/invites | {"email":"a@b.example","role":"admin"} | 400 invalid_request role"#,
         r#"POST /api/v1/invites | {"email":"a@b.example","role":"member","x":1} | 400 invalid_request x"#,
-        "POST /api/v1/invites | {taken} | 409 email_taken",
         r#"PATCH /api/v1/members/{member} | {"role":5} | 400 invalid_request role"#,
         "PATCH /api/v1/members/{member} | | 400 invalid_request role",
         r#"PATCH /api/v1/members/us_nobody | {"role":"owner"} | 404 not_found"#,
@@ -189,6 +189,19 @@ async fn bad_input_is_refused_with_the_field_named() {
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","limit":-1} | 400 invalid_request limit"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","filters":{}} | 400 invalid_request filters"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","colour":1} | 400 invalid_request colour"#,
+        // Bounds (SPEC §5.2): names, and columns and filters checked against the table.
+        r#"POST /api/v1/canvases | {"name":"{n201}"} | 400 invalid_request name"#,
+        r#"POST /api/v1/canvases | {"name":"tab\there"} | 400 invalid_request name"#,
+        r#"PATCH /api/v1/canvases/{canvas} | {"name":"{n201}"} | 400 invalid_request name"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","name":"{n201}"} | 400 invalid_request name"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","name":"a\u0007b"} | 400 invalid_request name"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"{n201}"} | 400 invalid_request source"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","columns":[{c5000}]} | 400 invalid_request columns"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","columns":["no_such_column"]} | 400 invalid_request columns"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","columns":[]} | 400 invalid_request columns"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","filters":[{"junk":true}]} | 400 invalid_request filters"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","filters":[{"column":"nope","op":"eq","value":1}]} | 400 invalid_request filters"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"no_data_yet","columns":["a"]} | 400 invalid_request columns"#,
         "GET /api/v1/canvases/cv_nothing/elements | | 404 not_found",
         "DELETE /api/v1/elements/el_nothing | | 404 not_found",
         "GET /api/v1/audit?limit=0 | | 400 invalid_request limit",
@@ -225,7 +238,8 @@ async fn bad_input_is_refused_with_the_field_named() {
 async fn wrong_methods_and_unknown_paths_answer_in_json() {
     let fx = Fx::start().await;
     for (method, path, allow) in [
-        ("GET", "/api/v1/invites", "POST"),
+        ("PUT", "/api/v1/invites", "GET, HEAD, POST"),
+        ("GET", "/api/v1/invites/ln_x", "DELETE"),
         ("PUT", "/api/v1/keys", "GET, HEAD, POST"),
         ("GET", "/api/v1/keys/key_x", "DELETE"),
         ("POST", "/api/v1/me", "GET, HEAD"),

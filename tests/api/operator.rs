@@ -102,7 +102,34 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
     let body = json!({"link": reset, "password": "another long password"});
     let r = api.post(&Who::anonymous(), "/api/v1/links/use", body).await;
     r.expect(410, Some("link_expired"), "an expired reset link");
-    // Session CSRF tokens are stored as they are, but never logged.
+    // A reset ends every session and the old password at once (SPEC §5.2): the owner comes back
+    // through a fresh reset link.
+    let r = api.get(&owner, "/api/v1/me").await;
+    r.expect(401, Some("not_signed_in"), "a session after a reset");
+    api.try_sign_in("owner@acme.example", PASSWORD)
+        .await
+        .expect(401, Some("invalid_credentials"), "the password after a reset");
+    let (ok, reset, stderr) = process::cli(
+        dir.path(),
+        &[
+            "--json",
+            "admin",
+            "user",
+            "reset",
+            "--email",
+            "owner@acme.example",
+        ],
+        &[],
+    );
+    assert!(ok, "{stderr}");
+    let reset = reset["set_password_url"].as_str().unwrap().to_string();
+    secrets.push(reset.rsplit('/').next().unwrap().to_string());
+    let body = json!({"link": reset, "password": PASSWORD});
+    let r = api.post(&Who::anonymous(), "/api/v1/links/use", body).await;
+    r.ok(200, "a fresh reset link");
+    let owner = api.session(&r);
+    secrets.push(owner.cookie.clone().unwrap());
+    // Session CSRF tokens are never stored (derived from the cookie) and never logged.
     let csrf_tokens = [owner.csrf.clone().unwrap(), again.csrf.clone().unwrap()];
 
     // Events: refused, requested, listed for the operator, enabled, then a working token.
@@ -242,6 +269,8 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
             !log.contains(t.as_str()),
             "the server's output shows a CSRF token"
         );
+        let stored = catalog.windows(t.len()).any(|w| w == t.as_bytes());
+        assert!(!stored, "the catalog file holds a CSRF token");
     }
     for s in &secrets {
         assert!(!log.contains(s.as_str()), "the server's output shows {s}");

@@ -17,11 +17,11 @@ async fn a_team_always_keeps_an_owner() {
     let fx = Fx::start().await;
     let c = fx.catalog();
     let team = c.create_team("solo").unwrap();
-    let (a, b) = (fresh_email("solo.example"), fresh_email("solo.example"));
-    user(c, &team, &a, Role::Owner);
-    let b_id = user(c, &team, &b, Role::Member);
-    let a = fx.api.sign_in(&a).await;
-    let b = fx.api.sign_in(&b).await;
+    let (a_email, b_email) = (fresh_email("solo.example"), fresh_email("solo.example"));
+    user(c, &team, &a_email, Role::Owner);
+    let b_id = user(c, &team, &b_email, Role::Member);
+    let a = fx.api.sign_in(&a_email).await;
+    let b = fx.api.sign_in(&b_email).await;
     let me = format!("/api/v1/members/{}", a.user_id);
     let demote = json!({"role": "member"}).to_string();
     let r = fx.api.call(&a, "PATCH", &me, Some(&demote)).await;
@@ -35,9 +35,17 @@ async fn a_team_always_keeps_an_owner() {
     let b_path = format!("/api/v1/members/{b_id}");
     let r = fx.api.call(&a, "PATCH", &b_path, Some(&promote)).await;
     assert_eq!(r.ok(200, "promote")["role"], "owner");
+    // A role change ends the member's sessions (SPEC §5.2): b signs in again, as an owner.
+    let r = fx.api.get(&b, "/api/v1/members").await;
+    r.expect(401, Some("not_signed_in"), "b's session after the promotion");
+    let b = fx.api.sign_in(&b_email).await;
     let r = fx.api.call(&a, "PATCH", &me, Some(&demote)).await;
     assert_eq!(r.ok(200, "step down")["role"], "member");
-    // The change applies to a's very next request.
+    // The change applies to a's very next request: its session ended; signed in again, a is a
+    // member.
+    let r = fx.api.post(&a, "/api/v1/keys", json!({})).await;
+    r.expect(401, Some("not_signed_in"), "a demoted owner's old session");
+    let a = fx.api.sign_in(&a_email).await;
     let r = fx.api.post(&a, "/api/v1/keys", json!({})).await;
     r.expect(403, Some("forbidden"), "a demoted owner");
     let r = fx.api.call(&b, "PATCH", &b_path, Some(&demote)).await;
@@ -135,6 +143,8 @@ async fn an_invite_works_once() {
         .await
         .expect(410, Some("link_expired"), "second use");
     fx.api.sign_in(&email).await;
+    // Inviting an email that has an account is answered as for a new one (no enumeration,
+    // SPEC §5.2); the collision is told to whoever uses the link.
     let r = fx
         .api
         .post(
@@ -143,7 +153,11 @@ async fn an_invite_works_once() {
             json!({"email": email, "role": "member"}),
         )
         .await;
-    r.expect(409, Some("email_taken"), "invite an existing user");
+    r.expect(201, None, "invite an existing user");
+    let again = r.json["invite_url"].as_str().unwrap().to_string();
+    accept(&fx, &again)
+        .await
+        .expect(409, Some("email_taken"), "use an invite for a taken email");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -24,6 +24,8 @@ pub fn free_port() -> u16 {
 pub struct Node {
     pub id: String,
     pub port: u16,
+    /// Where its `/metrics` is served.
+    pub metrics_port: u16,
     pub data_dir: PathBuf,
     pub child: Option<Child>,
     /// Its stderr lines.
@@ -33,6 +35,11 @@ pub struct Node {
 impl Node {
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `/metrics` on the node's metrics listener.
+    pub fn metrics_url(&self) -> String {
+        format!("http://127.0.0.1:{}/metrics", self.metrics_port)
     }
 
     /// SIGKILL (a crash) and reap.
@@ -84,6 +91,7 @@ impl Cluster {
             let node = Node {
                 id: format!("node-{i}"),
                 port: free_port(),
+                metrics_port: free_port(),
                 data_dir: c.dir.path().join(format!("node-{i}")),
                 child: None,
                 log: Arc::new(Mutex::new(Vec::new())),
@@ -115,6 +123,11 @@ impl Cluster {
         .env("STOWAGE_LOG__FORMAT", "json")
         .env("STOWAGE_NODE__ID", &node.id)
         .env("STOWAGE_SERVER__TRUSTED_PROXIES", "127.0.0.1")
+        .env(
+            "STOWAGE_SERVER__METRICS_LISTEN",
+            format!("127.0.0.1:{}", node.metrics_port),
+        )
+        .env("STOWAGE_SERVER__NODE_HEADER", "true")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
         for (k, v) in &self.env {

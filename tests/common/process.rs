@@ -1,5 +1,8 @@
-//! Driving the real `stowage` binary: start `serve --demo` on a free port with extra env, wait
-//! until ready, stop it with SIGTERM or SIGKILL.
+//! Driving the real `stowage` binary: start `serve --demo` on a free port (and its metrics on
+//! another) with extra env, wait until ready, stop it with SIGTERM or SIGKILL. A [`Proc`] that
+//! is dropped still running — a test that panicked — is killed, so no server outlives its test.
+//! `STOWAGE_TEST_BIN` runs another build of the binary (e.g. an older one, to show a test
+//! failing on it).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -12,6 +15,11 @@ use serde_json::{Value, json};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_stowage");
 
+/// The binary to run: `STOWAGE_TEST_BIN` when set, else this build's.
+pub fn bin() -> String {
+    std::env::var("STOWAGE_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 /// A running server process.
 pub struct Proc {
     pub child: Child,
@@ -20,7 +28,33 @@ pub struct Proc {
     pub log: Arc<Mutex<Vec<String>>>,
 }
 
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Proc {
+    /// `http://<metrics address>/metrics`, from the start-up log line.
+    pub fn metrics_url(&self) -> String {
+        let log = self.log.lock().unwrap();
+        let addr = log
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["fields"]["message"] == "stowage listening")
+            .and_then(|l| l["fields"]["metrics"].as_str().map(str::to_string))
+            .expect("the start-up line names the metrics address");
+        format!("http://{addr}/metrics")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.demo["base_url"].as_str().unwrap())
     }
@@ -64,10 +98,10 @@ pub async fn try_start_wrapped(
     wrapper: &[&str],
 ) -> Result<Proc, String> {
     let mut cmd = match wrapper.split_first() {
-        None => Command::new(BIN),
+        None => Command::new(bin()),
         Some((first, rest)) => {
             let mut c = Command::new(first);
-            c.args(rest).arg(BIN);
+            c.args(rest).arg(bin());
             c
         }
     };
@@ -77,6 +111,11 @@ pub async fn try_start_wrapped(
         .env("STOWAGE_FLUSH__INTERVAL", "1h")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
+    if std::env::var_os("STOWAGE_TEST_BIN").is_none() {
+        // A free port for /metrics, so servers of tests running at once do not collide (an
+        // older binary given by STOWAGE_TEST_BIN may not know the key).
+        cmd.env("STOWAGE_SERVER__METRICS_LISTEN", "127.0.0.1:0");
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -102,6 +141,8 @@ pub async fn try_start_wrapped(
     .await
     .unwrap();
     if !listening {
+        // Exited, or never said it listens: either way, no process is left behind.
+        let _ = child.kill();
         let _ = child.wait();
         return Err(log.lock().unwrap().join("\n"));
     }
@@ -161,7 +202,7 @@ pub async fn download(http: &reqwest::Client, demo: &Value, element: &str) -> Va
 /// Runs the binary with `args` plus `--data-dir dir` and `env`: success, the JSON it printed
 /// (stdout, else stderr; `Null` if neither is JSON), and its stderr.
 pub fn cli(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (bool, Value, String) {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(args)
         .arg("--data-dir")
         .arg(dir)

@@ -55,9 +55,10 @@ pub fn clear_cookie() -> String {
     format!("{COOKIE}=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0")
 }
 
-/// Whether the request comes from this site: `Origin`, when present, must name the host the
-/// request was sent to (or the configured public URL), and `Sec-Fetch-Site`, when present, must
-/// not say cross-site.
+/// Whether the request comes from this site: `Origin`, when present, must be the configured
+/// public URL's origin, or the host the request was sent to under the public URL's scheme
+/// (scheme, host and port all compared: `https://host` is another origin than `http://host`);
+/// and `Sec-Fetch-Site`, when present, must not say cross-site.
 pub fn same_origin(state: &AppState, headers: &HeaderMap) -> bool {
     if header_str(headers, "sec-fetch-site").is_some_and(|s| s.eq_ignore_ascii_case("cross-site")) {
         return false;
@@ -69,10 +70,16 @@ pub fn same_origin(state: &AppState, headers: &HeaderMap) -> bool {
     if !public.is_empty() && origin.eq_ignore_ascii_case(public) {
         return true;
     }
+    let scheme = if public.starts_with("https://") {
+        "https"
+    } else {
+        "http"
+    };
     let host = header_str(headers, header::HOST.as_str()).unwrap_or_default();
     let origin_host = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"));
+        .get(..scheme.len() + 3)
+        .filter(|p| p.eq_ignore_ascii_case(&format!("{scheme}://")))
+        .map(|_| &origin[scheme.len() + 3..]);
     !host.is_empty() && origin_host.is_some_and(|h| h.eq_ignore_ascii_case(host))
 }
 

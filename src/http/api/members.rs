@@ -1,6 +1,7 @@
 //! The team's people: `GET /api/v1/members` (any user), and for owners `POST /api/v1/invites`
-//! (an invite link, shown once), `PATCH /api/v1/members/{id}` (role) and
-//! `DELETE /api/v1/members/{id}` — neither of which may leave the team without an owner.
+//! (an invite link, shown once), `GET /api/v1/invites` and `DELETE /api/v1/invites/{id}` (the
+//! pending ones), `PATCH /api/v1/members/{id}` (role) and `DELETE /api/v1/members/{id}` —
+//! neither of which may leave the team without an owner.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -57,6 +58,26 @@ pub async fn invite(
     Ok(created_secret(
         json!({"invite_url": url, "expires_at": expires_at}),
     ))
+}
+
+/// `{"invites": [{id, email, role, created_by, created_at, expires_at}]}`: pending invites
+/// (never their links).
+pub async fn list_invites(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    let invites = state.accounts.invites(&caller)?;
+    Ok(Json(json!({ "invites": invites })))
+}
+
+/// 204; the invite's link stops working at once.
+pub async fn revoke_invite(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.accounts.revoke_invite(&caller, &id)?;
+    Ok(deleted())
 }
 
 /// 200 with the member as changed; 409 `last_owner` for the team's only owner.

@@ -49,7 +49,17 @@ pub fn routes() -> Router<AppState> {
                 "PATCH, DELETE",
             ),
         )
-        .route("/api/v1/invites", allow(post(members::invite), "POST"))
+        .route(
+            "/api/v1/invites",
+            allow(
+                get(members::list_invites).post(members::invite),
+                "GET, HEAD, POST",
+            ),
+        )
+        .route(
+            "/api/v1/invites/{id}",
+            allow(delete(members::revoke_invite), "DELETE"),
+        )
         .route(
             "/api/v1/keys",
             allow(
@@ -142,6 +152,11 @@ impl From<AccountError> for ApiError {
             AccountError::TooManyAttempts(wait) => {
                 ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_attempts", msg)
                     .retry_after(wait)
+            }
+            AccountError::Busy => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", msg)
+                .retry_after(std::time::Duration::from_secs(1)),
+            AccountError::LimitReached(_) => {
+                ApiError::new(StatusCode::CONFLICT, "limit_reached", msg)
             }
             AccountError::Csrf => ApiError::new(StatusCode::FORBIDDEN, "csrf", msg),
             AccountError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),

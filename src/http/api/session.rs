@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::body::read_limited;
-use super::auth::{Address, clear_cookie, same_origin, set_cookie};
+use super::auth::{Address, clear_cookie, same_origin, session_cookie, set_cookie};
 use super::{MAX_BODY, parse_json};
 use crate::accounts::{AccountError, Caller};
 use crate::catalog::{Session, Team, User};
@@ -59,7 +59,12 @@ pub async fn sign_in(
     let req: SignIn = parse_json(&body)?;
     let (session, cookie) = state
         .accounts
-        .sign_in(&req.email, &req.password, address.as_deref())
+        .sign_in(
+            &req.email,
+            &req.password,
+            address.as_deref(),
+            session_cookie(&headers),
+        )
         .await?;
     Ok(signed_in(&state, &session, &cookie))
 }
@@ -113,7 +118,11 @@ pub async fn sign_out(State(state): State<AppState>, caller: Caller) -> Result<R
         .into_response())
 }
 
-/// The caller, its team and (for a cookie session) its CSRF token.
-pub async fn me(caller: Caller) -> axum::Json<Value> {
-    axum::Json(me_body(&caller.user, &caller.team, caller.csrf()))
+/// The caller, its team and (for a cookie session) its CSRF token; never cached.
+pub async fn me(caller: Caller) -> Response {
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(me_body(&caller.user, &caller.team, caller.csrf())),
+    )
+        .into_response()
 }

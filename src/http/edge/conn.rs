@@ -4,7 +4,8 @@
 //!
 //! A connection is always in one of three phases: *idle* (no request in flight, no byte of the
 //! next one; `idle_timeout` runs), *head* (the first bytes of a request have arrived;
-//! `header_timeout` runs from the first one), *busy* (hyper has parsed a head and the response
+//! `header_timeout` runs from the first one — and a new connection starts here, its timer
+//! running from the accept, so one that sends nothing is closed at the header timeout), *busy* (hyper has parsed a head and the response
 //! is not fully written; no connection timer — the body has its own deadline, and responses such
 //! as downloads may take as long as the client needs). Hyper's own `header_read_timeout` is not
 //! used: in hyper 1.12 its timer starts whenever hyper waits for a head — at accept and right
@@ -28,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
 use super::Limits;
@@ -43,7 +44,7 @@ pub async fn serve(
     router: Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
-    _guard: (OwnedSemaphorePermit, watch::Receiver<()>),
+    _guard: super::Slot,
 ) {
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched::new(stream, activity.clone(), limits));
@@ -107,9 +108,10 @@ struct Shared {
 }
 
 impl Activity {
+    /// A new connection: its first request head is due within the header timeout.
     fn new() -> Self {
         Self(Mutex::new(Shared {
-            phase: Phase::Idle(Instant::now()),
+            phase: Phase::Head(Instant::now()),
             reader: None,
         }))
     }
@@ -216,7 +218,7 @@ struct Watched<S> {
 
 impl<S> Watched<S> {
     fn new(io: S, activity: Arc<Activity>, limits: Limits) -> Self {
-        let armed = Instant::now() + limits.idle_timeout;
+        let armed = Instant::now() + limits.header_timeout;
         Self {
             io,
             activity,
@@ -305,6 +307,7 @@ mod tests {
             body_timeout: HEAD,
             idle_timeout: IDLE,
             max_connections: 1,
+            max_connections_per_address: 1,
         }
     }
 
@@ -325,11 +328,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn idle_waits_longer_than_a_started_head() {
+    async fn a_new_connection_gets_the_header_timeout_whether_or_not_it_sends() {
         let (_client, server) = tokio::io::duplex(64);
         let mut w = Watched::new(server, Arc::new(Activity::new()), limits());
-        let idle = time_out(&mut w).await;
-        assert!(idle >= IDLE, "idle connection closed after {idle:?}");
+        let silent = time_out(&mut w).await;
+        assert!(
+            silent >= HEAD && silent < IDLE,
+            "silent new connection closed after {silent:?}"
+        );
 
         let (mut client, server) = tokio::io::duplex(64);
         let mut w = Watched::new(server, Arc::new(Activity::new()), limits());
@@ -339,6 +345,16 @@ mod tests {
             head >= HEAD && head < IDLE,
             "half-sent head closed after {head:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn idle_between_requests_waits_longer_than_a_head() {
+        let (_client, server) = tokio::io::duplex(64);
+        let activity = Arc::new(Activity::new());
+        drop(activity.begin());
+        let mut w = Watched::new(server, activity, limits());
+        let idle = time_out(&mut w).await;
+        assert!(idle >= IDLE, "idle connection closed after {idle:?}");
     }
 
     #[test]

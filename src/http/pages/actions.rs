@@ -206,6 +206,14 @@ pub async fn create_key(action: Action<Named>) -> Response {
     })
 }
 
+/// Revokes a pending invite; its link stops working.
+pub async fn revoke_invite(Path(id): Path<String>, action: Action<Empty>) -> Response {
+    action.run("members", |a, c, _| {
+        a.revoke_invite(c, &id)?;
+        Ok(notice("Invite revoked; its link no longer works."))
+    })
+}
+
 /// Revokes a data key.
 pub async fn revoke_key(Path(id): Path<String>, action: Action<Empty>) -> Response {
     action.run("keys", |a, c, _| {

@@ -10,7 +10,9 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use super::super::AppState;
-use super::super::api::auth::{Address, Signed, clear_cookie, same_origin, set_cookie};
+use super::super::api::auth::{
+    Address, Signed, clear_cookie, same_origin, session_cookie, set_cookie,
+};
 use super::view::Chrome;
 use super::{form_expired, page, read_form, see_other, view};
 use crate::accounts::AccountError;
@@ -65,7 +67,12 @@ pub async fn sign_in(
     };
     let result = state
         .accounts
-        .sign_in(&form.email, &form.password, address.as_deref())
+        .sign_in(
+            &form.email,
+            &form.password,
+            address.as_deref(),
+            session_cookie(&headers),
+        )
         .await;
     let e = match result {
         Ok((_, cookie)) => {
@@ -94,7 +101,12 @@ pub async fn sign_in(
             error: Some(view::sentence(&text)),
         },
     );
-    if let AccountError::TooManyAttempts(wait) = e {
+    let retry = match e {
+        AccountError::TooManyAttempts(wait) => Some(wait),
+        AccountError::Busy => Some(std::time::Duration::from_secs(1)),
+        _ => None,
+    };
+    if let Some(wait) = retry {
         resp.headers_mut().insert(
             header::RETRY_AFTER,
             HeaderValue::from(wait.as_secs_f64().ceil().max(1.0) as u64),

@@ -46,6 +46,7 @@ pub fn routes() -> Router<AppState> {
         .route("/settings/members/invite", post(a::invite))
         .route("/settings/members/{id}/role", post(a::set_role))
         .route("/settings/members/{id}/remove", post(a::remove_member))
+        .route("/settings/invites/{id}/revoke", post(a::revoke_invite))
         .route("/settings/keys", post(a::create_key))
         .route("/settings/keys/{id}/revoke", post(a::revoke_key))
         .route("/settings/events/request", post(a::request_events))
@@ -177,6 +178,8 @@ pub(crate) fn status_of(e: &AccountError) -> StatusCode {
     match e {
         AccountError::NotSignedIn | AccountError::InvalidCredentials => StatusCode::UNAUTHORIZED,
         AccountError::TooManyAttempts(_) => StatusCode::TOO_MANY_REQUESTS,
+        AccountError::Busy | AccountError::Catalog(_) => StatusCode::SERVICE_UNAVAILABLE,
+        AccountError::LimitReached(_) => StatusCode::CONFLICT,
         AccountError::Csrf | AccountError::Forbidden(_) | AccountError::EventsDisabled => {
             StatusCode::FORBIDDEN
         }
@@ -186,7 +189,6 @@ pub(crate) fn status_of(e: &AccountError) -> StatusCode {
         }
         AccountError::Gone(_) => StatusCode::GONE,
         AccountError::Invalid { .. } => StatusCode::BAD_REQUEST,
-        AccountError::Catalog(_) => StatusCode::SERVICE_UNAVAILABLE,
     }
 }
 

@@ -6,7 +6,7 @@
 use super::flash::{Secret, SecretKind as Shown};
 use super::view::{count, size, when, when_or};
 use crate::accounts::workspace::{CanvasInfo, ElementInfo, TableInfo};
-use crate::catalog::{AuditEntry, PatInfo, SecretInfo, User};
+use crate::catalog::{AuditEntry, InviteInfo, PatInfo, SecretInfo, User};
 
 /// The seed's sample event, for the ready-to-paste curl.
 const SAMPLE_EVENT: &str = r#"{"version":1,"type":"event","event":"Purchased an Item","properties":{"revenue":"39.95","shippingMethod":"Premium"},"timestamp":"2012-12-02T00:30:08.276Z"}"#;
@@ -30,6 +30,27 @@ impl MemberView {
             role: u.role.as_str(),
             name: u.name,
             id: u.id,
+        }
+    }
+}
+
+/// A pending invite (never its link).
+pub(super) struct InviteView {
+    pub(super) id: String,
+    pub(super) email: String,
+    pub(super) role: &'static str,
+    pub(super) created: String,
+    pub(super) expires: String,
+}
+
+impl InviteView {
+    pub(super) fn of(i: InviteInfo) -> InviteView {
+        InviteView {
+            id: i.id,
+            email: i.email,
+            role: i.role.as_str(),
+            created: when(i.created_at),
+            expires: when(i.expires_at),
         }
     }
 }

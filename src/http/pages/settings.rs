@@ -1,7 +1,9 @@
 //! `GET /settings`: the team's page. Every section is filled from one [`crate::accounts`] call
 //! with the caller; a section whose call answers "forbidden" is left out (data keys, events
 //! tokens and the audit log for members), so what a member sees follows the accounts' rules.
-//! The page also shows, once, a secret or notice left by the form that redirected here.
+//! The page also shows, once, a secret or notice left by the form that redirected here. Long
+//! lists (members, tables) show their first [`PAGE_ROWS`] and say how many more the API lists;
+//! the others are bounded by the per-team ceilings (`accounts.max_*`).
 
 use askama::Template;
 use axum::extract::State;
@@ -12,7 +14,7 @@ use super::super::AppState;
 use super::super::api::auth::Signed;
 use super::flash::{Message, SecretKind as Shown};
 use super::rows::{
-    AuditView, CanvasView, MemberView, SecretView, ShownView, TableView, events_curl,
+    AuditView, CanvasView, InviteView, MemberView, SecretView, ShownView, TableView, events_curl,
 };
 use super::view::{self, Chrome};
 use super::{page, see_other};
@@ -32,6 +34,10 @@ struct SettingsPage {
     owner: bool,
     link_ttl: String,
     members: Vec<MemberView>,
+    /// Members past [`PAGE_ROWS`], not shown.
+    members_more: usize,
+    /// Pending invites (owners).
+    invites: Option<Vec<InviteView>>,
     keys: Option<Vec<SecretView>>,
     events_enabled: bool,
     events_requested: bool,
@@ -39,6 +45,8 @@ struct SettingsPage {
     events_curl: String,
     canvases: Vec<CanvasView>,
     tables: Vec<TableView>,
+    /// Tables past [`PAGE_ROWS`], not shown.
+    tables_more: usize,
     pats: Vec<SecretView>,
     audit: Option<Vec<AuditView>>,
 }
@@ -117,6 +125,8 @@ fn build(
             .map(|list| list.into_iter().map(SecretView::of).collect()))
     };
     let events_enabled = caller.team.events_enabled;
+    let (members, members_more) = first_rows(a.members(caller)?);
+    let (tables, tables_more) = first_rows(a.tables(caller)?);
     Ok(SettingsPage {
         chrome: Some(Chrome::of(caller)),
         title: format!("{} settings", caller.team.name),
@@ -125,18 +135,31 @@ fn build(
         notice: message.notice,
         owner: caller.require_owner().is_ok(),
         link_ttl: view::duration(state.config.accounts.link_ttl.0),
-        members: map(a.members(caller)?, |u| MemberView::of(u, &caller.user.id)),
+        members: map(members, |u| MemberView::of(u, &caller.user.id)),
+        members_more,
+        invites: allowed(a.invites(caller))?.map(|list| map(list, InviteView::of)),
         keys: secrets(SecretKind::DataKey)?,
         events_enabled,
         events_requested: !events_enabled && a.events_requested(caller)?,
         tokens: secrets(SecretKind::EventsToken)?,
         events_curl: events_curl(base, &token),
         canvases: map(a.canvases(caller)?, |c| CanvasView::of(c, base, &key)),
-        tables: map(a.tables(caller)?, TableView::of),
+        tables: map(tables, TableView::of),
+        tables_more,
         pats: map(a.pats(caller)?, SecretView::of_pat),
         audit: allowed(a.audit_log(caller, 50, None))?.map(|log| map(log, AuditView::of)),
         shown,
     })
+}
+
+/// Most rows of a long list the page shows.
+pub const PAGE_ROWS: usize = 100;
+
+/// The first [`PAGE_ROWS`] of `list`, and how many were left out.
+fn first_rows<T>(mut list: Vec<T>) -> (Vec<T>, usize) {
+    let more = list.len().saturating_sub(PAGE_ROWS);
+    list.truncate(PAGE_ROWS);
+    (list, more)
 }
 
 fn map<T, U>(list: Vec<T>, f: impl FnMut(T) -> U) -> Vec<U> {

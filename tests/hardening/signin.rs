@@ -1,0 +1,127 @@
+//! Sign-in sent all at once, each request on its own connection: guesses are counted before they
+//! are checked, and password hashing is bounded in memory however many arrive.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use futures::future::join_all;
+use serde_json::json;
+
+use super::client::Resp;
+use super::{Demo, DemoField, peak_rss_kib, rss_kib};
+
+/// One sign-in on a fresh connection (a client of its own), from `127.0.0.<from>`.
+async fn sign_in_alone(base: &str, from: u8, email: &str, password: &str) -> Resp {
+    let http = reqwest::Client::builder()
+        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, from)))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
+    let api = super::client::Api {
+        http,
+        base: base.to_string(),
+    };
+    let body = json!({"email": email, "password": password});
+    api.post(&super::client::Who::anonymous(), "/api/v1/session", body)
+        .await
+}
+
+/// SPEC §5.2: 40 wrong passwords and the right one, sent at once for one account, are held to
+/// the account's limit (5 attempts checked), as if sent one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn guesses_sent_at_once_are_held_to_the_limit() {
+    let demo = Demo::start(&[]).await;
+    let email = demo.proc.demo_str("owner_email");
+    let right = demo.proc.demo_str("owner_password");
+    let base = demo.api.base.clone();
+    let attempts = (0..41).map(|i| {
+        let password = if i == 20 {
+            right.clone()
+        } else {
+            format!("wrong guess {i}")
+        };
+        let (base, email) = (base.clone(), email.clone());
+        async move { sign_in_alone(&base, 1, &email, &password).await }
+    });
+    let answers = join_all(attempts).await;
+    let count = |status: u16| answers.iter().filter(|r| r.status == status).count();
+    let (checked_wrong, right_ok, throttled) = (count(401), count(200), count(429));
+    assert_eq!(
+        checked_wrong + right_ok + throttled,
+        41,
+        "only 401, 200 or 429: {:?}",
+        answers.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    assert!(
+        checked_wrong + right_ok <= 5,
+        "{checked_wrong} wrong passwords and {right_ok} right one were checked; the limit is 5"
+    );
+    for r in answers.iter().filter(|r| r.status == 429) {
+        r.expect(429, Some("too_many_attempts"), "throttled");
+        assert!(r.headers.contains_key("retry-after"));
+    }
+    // Unless the right password was among the attempts checked (a success clears the count,
+    // as it would one by one), the account is locked now, also for the right password.
+    if right_ok == 0 {
+        let after = sign_in_alone(&base, 1, &email, &right).await;
+        after.expect(429, Some("too_many_attempts"), "locked after the burst");
+    }
+}
+
+/// SPEC §5.2: 300 sign-ins with unknown emails sent at once, 10 per client address (so the
+/// per-address throttle lets them all through to the password check): every one is answered
+/// (401, or 503 `overloaded` when no hashing slot came free in time), the server's peak memory
+/// grows by a bounded amount (2 Argon2 blocks of 19 MiB at a time by default), and it still
+/// serves afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crowd_of_sign_ins_stays_within_the_memory_bound() {
+    let demo = Demo::start(&[]).await;
+    let pid = demo.proc.pid();
+    let base = demo.api.base.clone();
+    let before = rss_kib(pid);
+    let attempts = (0..300u32).map(|i| {
+        let base = base.clone();
+        let from = 2 + (i / 10) as u8;
+        async move {
+            sign_in_alone(
+                &base,
+                from,
+                &format!("nobody{i}@crowd.example"),
+                "guess guess",
+            )
+            .await
+        }
+    });
+    let answers = join_all(attempts).await;
+    let peak = peak_rss_kib(pid);
+    let mut by_status = std::collections::BTreeMap::new();
+    for r in &answers {
+        *by_status.entry(r.status).or_insert(0) += 1;
+        match r.status {
+            401 => r.expect(401, Some("invalid_credentials"), "checked"),
+            503 => r.expect(503, Some("overloaded"), "no hashing slot in time"),
+            other => panic!("unexpected {other}: {}", r.text),
+        };
+    }
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    println!(
+        "300 concurrent sign-ins: RSS before {} MiB, peak {} MiB (+{grown_mib} MiB); answers {by_status:?}",
+        before / 1024,
+        peak / 1024
+    );
+    assert!(
+        by_status.get(&401).copied().unwrap_or(0) > 0,
+        "some were checked"
+    );
+    assert!(
+        grown_mib < 160,
+        "peak RSS grew by {grown_mib} MiB under 300 concurrent sign-ins"
+    );
+    let health = demo
+        .api
+        .http
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+}
