@@ -81,13 +81,15 @@ pub const MAX_NAME_CHARS: usize = 200;
 const MAX_FILTERS: usize = 100;
 
 /// A name as given: trimmed, 1 to [`MAX_NAME_CHARS`] characters, no control characters.
-pub fn bounded_name(name: &str, field: &'static str) -> Result<String> {
+/// `field` is the request field it came in, `what` what it names in the message ("a canvas
+/// name").
+pub fn bounded_name(name: &str, field: &'static str, what: &str) -> Result<String> {
     let n = name.trim();
     if n.is_empty() || n.chars().count() > MAX_NAME_CHARS || n.chars().any(char::is_control) {
         return Err(AccountError::Invalid {
             field,
             message: format!(
-                "a {field} is 1 to {MAX_NAME_CHARS} characters, without control characters"
+                "{what} is 1 to {MAX_NAME_CHARS} characters, without control characters"
             ),
         });
     }
@@ -130,7 +132,7 @@ impl Accounts {
 
     /// Creates a canvas.
     pub fn create_canvas(&self, caller: &Caller, name: &str) -> Result<CanvasInfo> {
-        let name = bounded_name(name, "name")?;
+        let name = bounded_name(name, "name", "a canvas name")?;
         let id = self.catalog.create_canvas(&caller.team.id, &name)?;
         self.catalog
             .audit(&caller.event("canvas.create", Some(&id)))?;
@@ -149,7 +151,7 @@ impl Accounts {
 
     /// Renames a canvas.
     pub fn rename_canvas(&self, caller: &Caller, id: &str, name: &str) -> Result<CanvasInfo> {
-        let name = bounded_name(name, "name")?;
+        let name = bounded_name(name, "name", "a canvas name")?;
         self.catalog.rename_canvas(&caller.team.id, id, &name)?;
         let c = self.catalog.canvas(&caller.team.id, id)?;
         let elements = self
@@ -197,7 +199,11 @@ impl Accounts {
         self.catalog.canvas(&caller.team.id, canvas_id)?;
         let invalid =
             |field: &'static str, message: String| AccountError::Invalid { field, message };
-        let source = crate::warehouse::naming::normalize(&bounded_name(&new.source, "source")?);
+        let source = crate::warehouse::naming::normalize(&bounded_name(
+            &new.source,
+            "source",
+            "a table name",
+        )?);
         if source.is_empty() {
             return Err(invalid(
                 "source",
@@ -206,7 +212,7 @@ impl Accounts {
         }
         let name = match new.name.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(n) => Some(bounded_name(n, "name")?),
+            Some(n) => Some(bounded_name(n, "name", "an element name")?),
         };
         if new.limit == Some(0) {
             return Err(invalid("limit", "limit must be at least 1".into()));

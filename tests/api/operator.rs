@@ -108,7 +108,11 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
     r.expect(401, Some("not_signed_in"), "a session after a reset");
     api.try_sign_in("owner@acme.example", PASSWORD)
         .await
-        .expect(401, Some("invalid_credentials"), "the password after a reset");
+        .expect(
+            401,
+            Some("invalid_credentials"),
+            "the password after a reset",
+        );
     let (ok, reset, stderr) = process::cli(
         dir.path(),
         &[

@@ -37,7 +37,11 @@ async fn a_team_always_keeps_an_owner() {
     assert_eq!(r.ok(200, "promote")["role"], "owner");
     // A role change ends the member's sessions (SPEC §5.2): b signs in again, as an owner.
     let r = fx.api.get(&b, "/api/v1/members").await;
-    r.expect(401, Some("not_signed_in"), "b's session after the promotion");
+    r.expect(
+        401,
+        Some("not_signed_in"),
+        "b's session after the promotion",
+    );
     let b = fx.api.sign_in(&b_email).await;
     let r = fx.api.call(&a, "PATCH", &me, Some(&demote)).await;
     assert_eq!(r.ok(200, "step down")["role"], "member");
