@@ -17,9 +17,9 @@ use super::AppState;
 use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use crate::error::ApiError;
-use crate::ingest::event::Top;
 use crate::ingest::segment::{Call, Shared, envelope, parse_message};
 use crate::ingest::submit::Item;
+use crate::ingest::top_fields::Top;
 use crate::wal::record::FLAG_SEGMENT;
 
 /// `POST /v1/batch`.

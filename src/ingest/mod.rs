@@ -18,6 +18,7 @@ pub mod segment;
 pub mod submit;
 pub mod supervisor;
 pub mod team;
+pub mod top_fields;
 pub mod tuning;
 
 use std::collections::HashMap;

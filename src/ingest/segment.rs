@@ -9,10 +9,10 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, Parts, Top, Value, bad, common_fields, event_name, finish, get, object_field,
-    text_field,
+    EventRows, Parts, Value, bad, common_fields, event_name, finish, get, object_field, text_field,
 };
 use super::flatten::{Names, RawObject};
+use super::top_fields::Top;
 use crate::error::ApiError;
 
 /// A Segment call type.
