@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod pg;
 pub mod process;
 pub mod s3;
+pub mod segment;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
