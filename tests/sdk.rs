@@ -7,8 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use chrono::DateTime;
-use common::{TestServer, python};
+use common::{TestServer, micros, python};
 use serde_json::{Value, json};
 
 /// The calls every SDK sends, ids prefixed per SDK.
@@ -54,12 +53,6 @@ fn node_modules() -> std::path::PathBuf {
         "run `npm install --prefix tests/js` (scripts/test does) before this test"
     );
     dir
-}
-
-fn micros(v: &Value) -> i64 {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a time: {v}")))
-        .unwrap()
-        .timestamp_micros()
 }
 
 /// Column types of a download's `meta`.

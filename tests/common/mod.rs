@@ -215,6 +215,13 @@ where
     false
 }
 
+/// A time of a JSON download (RFC 3339) in µs since the epoch.
+pub fn micros(v: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a time: {v}")))
+        .unwrap()
+        .timestamp_micros()
+}
+
 /// The seed's exact sample event.
 pub const SEED_EVENT: &str = r#"{"version":1,"type":"event","event":"Purchased an Item","properties":{"revenue":"39.95","shippingMethod":"Premium"},"timestamp":"2012-12-02T00:30:08.276Z"}"#;
 
