@@ -1,15 +1,23 @@
 //! Unmodified Segment-style SDKs against a real server (SPEC §2.2): `segment-analytics-python`,
-//! `rudder-sdk-python` and `@segment/analytics-node` send track, identify, page, screen, group
-//! and alias calls; after a flush, every table holds exactly what was sent, with the right types
-//! and skew-corrected timestamps.
+//! `rudder-sdk-python`, `@segment/analytics-node` and `@rudderstack/rudder-sdk-node` (with its
+//! defaults: it gzips the batch and its HTTP client labels it form-urlencoded; it sends
+//! `originalTimestamp` and a `sentAt` per message) send track, identify, page, screen, group and
+//! alias calls; after a flush, every table holds exactly what was sent, with the right types and
+//! skew-corrected timestamps — for the Node SDKs checked against the time fields each message
+//! carried on the wire.
 
 mod common;
 
+use std::collections::HashMap;
+use std::path::Path;
 use std::process::Command;
 
-use chrono::DateTime;
-use common::{TestServer, python};
+use common::{TestServer, micros, python};
 use serde_json::{Value, json};
+
+/// The SDKs driven, as `<name>_<language>`: the name is the first argument of the language's
+/// `sdk_send` script; the Node script also reports what it sent.
+const SDKS: [&str; 4] = ["segment_py", "rudder_py", "segment_node", "rudder_node"];
 
 /// The calls every SDK sends, ids prefixed per SDK.
 fn spec(sdk: &str) -> Vec<Value> {
@@ -48,22 +56,53 @@ fn run(cmd: &mut Command) {
 }
 
 fn node_modules() -> std::path::PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
-    assert!(
-        dir.join("node_modules/@segment/analytics-node").exists(),
-        "run `npm install --prefix tests/js` (scripts/test does) before this test"
-    );
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/js");
+    for package in ["@segment/analytics-node", "@rudderstack/rudder-sdk-node"] {
+        assert!(
+            dir.join("node_modules").join(package).exists(),
+            "{package} is missing: run `npm ci --prefix tests/js` (scripts/test does) before this test"
+        );
+    }
     dir
 }
 
-fn micros(v: &Value) -> i64 {
-    DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a time: {v}")))
-        .unwrap()
-        .timestamp_micros()
+/// The time fields one message carried on the wire, as the server must read them (SPEC §2.2
+/// "Clock skew").
+struct WireTimes {
+    /// `timestamp`, else `originalTimestamp`.
+    client_time: i64,
+    /// The message's `sentAt`, else its batch's.
+    sent_at: i64,
+    /// Whether the message was RudderStack-shaped: `originalTimestamp` and its own `sentAt`, no
+    /// `timestamp`.
+    rudderstack_shape: bool,
+}
+
+/// The time fields of every message in the batch bodies a Node SDK reported sending, by
+/// `messageId` (a retried batch's last attempt wins: it is the one stored).
+fn wire_times(sent: &Path) -> HashMap<String, WireTimes> {
+    let bodies: Vec<Value> = serde_json::from_slice(&std::fs::read(sent).unwrap()).unwrap();
+    let mut out = HashMap::new();
+    for body in &bodies {
+        for m in body["batch"].as_array().unwrap() {
+            let time = |v: &Value| (!v.is_null()).then(|| micros(v));
+            let client_time = time(&m["timestamp"]).or(time(&m["originalTimestamp"]));
+            let sent_at = time(&m["sentAt"]).or(time(&body["sentAt"]));
+            let times = WireTimes {
+                client_time: client_time.unwrap_or_else(|| panic!("no client time: {m}")),
+                sent_at: sent_at.unwrap_or_else(|| panic!("no sentAt: {body}")),
+                rudderstack_shape: m["timestamp"].is_null()
+                    && !m["originalTimestamp"].is_null()
+                    && !m["sentAt"].is_null(),
+            };
+            out.insert(m["messageId"].as_str().unwrap().to_string(), times);
+        }
+    }
+    out
 }
 
 /// Column types of a download's `meta`.
-fn types(doc: &Value) -> std::collections::HashMap<String, String> {
+fn types(doc: &Value) -> HashMap<String, String> {
     doc["meta"]
         .as_array()
         .unwrap()
@@ -78,11 +117,7 @@ fn types(doc: &Value) -> std::collections::HashMap<String, String> {
 }
 
 /// The one row with `id`, and the table's column types.
-async fn row(
-    t: &TestServer,
-    element: &str,
-    id: &str,
-) -> (Value, std::collections::HashMap<String, String>) {
+async fn row(t: &TestServer, element: &str, id: &str) -> (Value, HashMap<String, String>) {
     let (status, doc) = t
         .download(
             element,
@@ -95,7 +130,8 @@ async fn row(
     (rows[0].clone(), types(&doc))
 }
 
-fn check_common(row: &Value, call: &Value) {
+/// The standard columns; `wire` is what the SDK sent for the message, when it reports that.
+fn check_common(row: &Value, call: &Value, wire: Option<&WireTimes>) {
     assert_eq!(row["id"], call["messageId"]);
     for (col, field) in [("user_id", "userId"), ("anonymous_id", "anonymousId")] {
         if !call[field].is_null() {
@@ -103,15 +139,36 @@ fn check_common(row: &Value, call: &Value) {
         }
     }
     assert_eq!(row["context_ip"], json!("203.0.113.9"), "{row}");
-    // Clock skew: the client's time is kept; the stored one is received_at − (sentAt − timestamp).
-    let original = micros(&row["original_timestamp"]);
-    assert_eq!(original, micros(&call["timestamp"]), "{row}");
-    let expected = micros(&row["received_at"]) - (micros(&row["sent_at"]) - original);
-    assert_eq!(micros(&row["timestamp"]), expected, "{row}");
+    // Clock skew: the client's time is kept; the stored one is received_at − (sentAt − client
+    // time).
+    let time = |column: &str| {
+        assert!(!row[column].is_null(), "{column} is null: {row}");
+        micros(&row[column])
+    };
+    let original = time("original_timestamp");
+    let sent_at = time("sent_at");
+    match wire {
+        Some(wire) => {
+            assert_eq!(original, wire.client_time, "{row}");
+            assert_eq!(sent_at, wire.sent_at, "{row}");
+        }
+        None => assert_eq!(original, micros(&call["timestamp"]), "{row}"),
+    }
+    let expected = time("received_at") - (sent_at - original);
+    assert_eq!(time("timestamp"), expected, "{row}");
 }
 
-async fn check(t: &TestServer, sdk: &str, elements: &std::collections::HashMap<&str, String>) {
+async fn check(
+    t: &TestServer,
+    sdk: &str,
+    elements: &HashMap<&str, String>,
+    wire: Option<&HashMap<String, WireTimes>>,
+) {
     let calls = spec(sdk);
+    let check_common = |row: &Value, call: &Value| {
+        let id = call["messageId"].as_str().unwrap();
+        check_common(row, call, wire.map(|w| &w[id]));
+    };
     let (track, ty) = row(t, &elements["order_completed"], &format!("{sdk}-track")).await;
     check_common(&track, &calls[0]);
     assert_eq!(track["event"], json!("order_completed"));
@@ -170,32 +227,43 @@ async fn unmodified_sdks_land_every_call_in_its_table() {
     let token = t.seeded.token.clone();
     let dir = tempfile::tempdir().unwrap();
     let js = node_modules();
-    let mut sent = Vec::new();
-    for sdk in ["segment_py", "rudder_py", "node"] {
+    // What each Node SDK reported sending, to check the stored times against.
+    let mut wire: HashMap<&str, HashMap<String, WireTimes>> = HashMap::new();
+    for sdk in SDKS {
         let path = dir.path().join(format!("{sdk}.json"));
         std::fs::write(&path, serde_json::to_vec(&spec(sdk)).unwrap()).unwrap();
-        let (u, tk) = (url.clone(), token.clone());
-        let js = js.clone();
-        let sdk_name = sdk.to_string();
+        let sent = dir.path().join(format!("{sdk}.sent.json"));
+        let mut cmd = match sdk.split_once('_') {
+            Some((name, "node")) => {
+                let mut c = Command::new("node");
+                c.arg(js.join("sdk_send.mjs")).arg(name).current_dir(&js);
+                c.args([&url, &token]).arg(&path).arg(&sent);
+                c
+            }
+            Some((name, "py")) => {
+                let mut c = Command::new(python());
+                c.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/sdk_send.py"))
+                    .arg(name);
+                c.args([&url, &token]).arg(&path);
+                c
+            }
+            _ => unreachable!("{sdk}"),
+        };
         // The SDKs block; run them off the runtime the server uses.
-        tokio::task::spawn_blocking(move || match sdk_name.as_str() {
-            "node" => run(Command::new("node")
-                .arg(js.join("sdk_send.mjs"))
-                .args([&u, &tk])
-                .arg(&path)
-                .current_dir(&js)),
-            other => run(Command::new(python())
-                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/sdk_send.py"))
-                .arg(other.trim_end_matches("_py"))
-                .args([&u, &tk])
-                .arg(&path)),
-        })
-        .await
-        .unwrap();
-        sent.push(sdk);
+        tokio::task::spawn_blocking(move || run(&mut cmd))
+            .await
+            .unwrap();
+        if sdk.ends_with("_node") {
+            wire.insert(sdk, wire_times(&sent));
+        }
     }
+    // RudderStack's SDK was driven as its users drive it: no app timestamp, so the server had to
+    // read its originalTimestamp and per-message sentAt.
+    let rudder = &wire["rudder_node"];
+    assert_eq!(rudder.len(), spec("rudder_node").len());
+    assert!(rudder.values().all(|w| w.rudderstack_shape));
     t.flush().await;
-    let elements: std::collections::HashMap<&str, String> = [
+    let elements: HashMap<&str, String> = [
         "tracks",
         "order_completed",
         "identifies",
@@ -207,8 +275,8 @@ async fn unmodified_sdks_land_every_call_in_its_table() {
     .into_iter()
     .map(|table| (table, t.element(table, None)))
     .collect();
-    for sdk in sent {
-        check(&t, sdk, &elements).await;
+    for sdk in SDKS {
+        check(&t, sdk, &elements, wire.get(sdk)).await;
     }
 }
 

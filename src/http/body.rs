@@ -84,9 +84,15 @@ pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Whether `Content-Type` is `application/json` (any parameters).
-pub fn is_json(headers: &HeaderMap) -> bool {
+/// The media type of `Content-Type`, lowercased and without parameters (`text/plain` for
+/// `text/plain;charset=UTF-8`), if there is one.
+pub fn media_type(headers: &HeaderMap) -> Option<String> {
     header_str(headers, header::CONTENT_TYPE.as_str())
         .and_then(|ct| ct.split(';').next())
-        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        .map(|m| m.trim().to_ascii_lowercase())
+}
+
+/// Whether `Content-Type` is `application/json` (any parameters).
+pub fn is_json(headers: &HeaderMap) -> bool {
+    media_type(headers).as_deref() == Some("application/json")
 }

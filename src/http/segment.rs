@@ -1,7 +1,8 @@
 //! The Segment Tracking API (SPEC §2.2): `POST /v1/batch` (a JSON `{"batch":[…]}` or NDJSON)
 //! and `POST /v1/track|identify|page|screen|group|alias`. Auth by `X-Auth-Token`, HTTP Basic or
-//! the body's `writeKey`; validation is all-or-nothing; a batch is one submission. Errors carry
-//! `code` and `message` at the top level too, where Segment SDKs read them.
+//! the body's `writeKey`; the body is read as JSON whatever its `Content-Type` says, unless a
+//! batch is labelled NDJSON; validation is all-or-nothing; a batch is one submission. Errors
+//! carry `code` and `message` at the top level too, where Segment SDKs read them.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -13,12 +14,12 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::AppState;
-use super::body::{header_str, read_limited};
+use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use crate::error::ApiError;
-use crate::ingest::event::Top;
 use crate::ingest::segment::{Call, Shared, envelope, parse_message};
 use crate::ingest::submit::Item;
+use crate::ingest::top_fields::Top;
 use crate::wal::record::FLAG_SEGMENT;
 
 /// `POST /v1/batch`.
@@ -88,21 +89,9 @@ async fn accept(
         Some(t) => Some(check_token(state, Some(t))?),
         None => None,
     };
-    let ndjson = match media_type(headers).as_deref() {
-        Some("application/json") => false,
-        Some("application/x-ndjson") | Some("application/ndjson") if call.is_none() => true,
-        _ => {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                if call.is_none() {
-                    "Content-Type must be application/json or application/x-ndjson"
-                } else {
-                    "Content-Type must be application/json"
-                },
-            ));
-        }
-    };
+    // Segment's API reads JSON whatever the label (SPEC §2.2 "Content type"): browsers'
+    // `sendBeacon` says text/plain, SDKs that gzip the body themselves say form-urlencoded.
+    let ndjson = call.is_none() && is_ndjson(headers);
     let limit = if call.is_none() {
         ingest.max_batch_body.0
     } else {
@@ -213,10 +202,13 @@ async fn accept(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-fn media_type(headers: &HeaderMap) -> Option<String> {
-    header_str(headers, header::CONTENT_TYPE.as_str())
-        .and_then(|ct| ct.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
+/// Whether a batch is labelled NDJSON (one message per line); any other label, or none, is
+/// read as JSON.
+fn is_ndjson(headers: &HeaderMap) -> bool {
+    matches!(
+        media_type(headers).as_deref(),
+        Some("application/x-ndjson" | "application/ndjson")
+    )
 }
 
 fn not_json(e: serde_json::Error) -> ApiError {

@@ -1,15 +1,13 @@
 //! One event body → validated warehouse rows (SPEC §2.1, §4.1–4.2): field rules, Segment common
 //! fields, flattening, naming and value typing. Pure and CPU-only; runs on the request's task.
 
-use std::borrow::Cow;
-use std::fmt;
-
 use chrono::{DateTime, Utc};
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::Value as Json;
-use serde_json::value::RawValue;
 
+pub use super::event_time::parse_time;
+use super::event_time::{EventTimes, TimeRule};
 use super::flatten::{self, Names, RawObject, UNMAPPED};
+use super::top_fields::Top;
 use crate::error::ApiError;
 use crate::warehouse::naming;
 use crate::warehouse::schema::ColumnType;
@@ -146,60 +144,6 @@ fn parse_with(
     from_object(&obj, received_at, max_columns, id)
 }
 
-/// An event's top-level fields, values as sent, in body order; a key sent twice means its last
-/// value (as JSON parsers commonly read it). Keys without escapes are borrowed from the body.
-#[derive(Debug, Default)]
-pub struct Top<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'a> Top<'a> {
-    /// The value of `key` (its last occurrence).
-    pub fn get(&self, key: &str) -> Option<&&'a RawValue> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
-    }
-}
-
-impl<'de> Deserialize<'de> for Top<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Key<'a>(Cow<'a, str>);
-        impl<'de> Deserialize<'de> for Key<'de> {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = Key<'de>;
-                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                        f.write_str("a key")
-                    }
-                    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Borrowed(v)))
-                    }
-                    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Owned(v.to_string())))
-                    }
-                    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Owned(v)))
-                    }
-                }
-                d.deserialize_str(V)
-            }
-        }
-        struct Fields;
-        impl<'de> Visitor<'de> for Fields {
-            type Value = Top<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(12));
-                while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-                    out.push((k, v));
-                }
-                Ok(Top(out))
-            }
-        }
-        d.deserialize_map(Fields)
-    }
-}
-
 /// A top-level field as a JSON value (`None` when absent); a value serde cannot represent (a
 /// number beyond float64) is refused with `code`, never taken as absent.
 pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, ApiError> {
@@ -240,7 +184,7 @@ pub fn from_object(
         }
     }
     let (event_text, table) = event_name(obj)?;
-    let common = common_fields(obj, received_at, id_override, None)?;
+    let common = common_fields(obj, received_at, id_override, TimeRule::AsSent)?;
     let mut standard: Vec<Cell> = vec![
         ("id".into(), Value::Str(common.id.clone())),
         ("event".into(), Value::Str(table.clone())),
@@ -304,48 +248,15 @@ pub(super) struct Common {
     pub cells: Vec<Cell>,
 }
 
-/// Reads `timestamp`, `sentAt`, `messageId`, `userId` and `anonymousId`. With `skew` (the
-/// Segment calls), `sentAt` falls back to the batch's, and when both `timestamp` and `sentAt`
-/// are known the stored timestamp is corrected for the client's clock: `received_at − (sentAt −
-/// timestamp)`, the client's value kept as `original_timestamp`.
+/// Reads the time fields by `rule` ([`EventTimes`]), then `messageId`, `userId` and
+/// `anonymousId`.
 pub(super) fn common_fields(
     obj: &Top,
     received_at: DateTime<Utc>,
     id_override: Option<&str>,
-    skew: Option<Option<&RawValue>>,
+    rule: TimeRule,
 ) -> Result<Common, ApiError> {
-    let received = received_at.timestamp_micros();
-    let time = |v: Json, field: &str| {
-        parse_time(&v).ok_or_else(|| {
-            bad(
-                "invalid_timestamp",
-                field,
-                format!("{field} must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z"),
-            )
-        })
-    };
-    let client_ts = match get(obj, "timestamp", "invalid_timestamp")? {
-        None | Some(Json::Null) => None,
-        Some(v) => Some(time(v, "timestamp")?),
-    };
-    let mut sent_at = match get(obj, "sentAt", "invalid_timestamp")? {
-        None | Some(Json::Null) => None,
-        Some(v) => Some(time(v, "sentAt")?),
-    };
-    if let (None, Some(Some(batch))) = (sent_at, skew) {
-        let v: Json = serde_json::from_str(batch.get())
-            .map_err(|e| bad("invalid_timestamp", "sentAt", e.to_string()))?;
-        if !v.is_null() {
-            sent_at = Some(time(v, "sentAt")?);
-        }
-    }
-    let (timestamp, original) = match (client_ts, sent_at, skew.is_some()) {
-        (None, _, _) => (received, None),
-        (Some(ts), Some(sent), true) => {
-            (received.saturating_sub(sent.saturating_sub(ts)), Some(ts))
-        }
-        (Some(ts), _, _) => (ts, None),
-    };
+    let times = EventTimes::read(obj, rule, received_at)?;
     let message_id = text_field(obj, "messageId")?.filter(|id| !id.is_empty());
     let client_id = message_id.is_some();
     let id = match (id_override, message_id) {
@@ -354,14 +265,14 @@ pub(super) fn common_fields(
         (None, None) => uuid::Uuid::now_v7().to_string(),
     };
     let mut cells: Vec<Cell> = vec![
-        ("timestamp".into(), Value::Ts(timestamp)),
-        ("received_at".into(), Value::Ts(received)),
+        ("timestamp".into(), Value::Ts(times.timestamp)),
+        ("received_at".into(), Value::Ts(times.received_at)),
     ];
-    if let Some(o) = original {
-        cells.push(("original_timestamp".into(), Value::Ts(o)));
+    if let Some(original) = times.original_timestamp {
+        cells.push(("original_timestamp".into(), Value::Ts(original)));
     }
-    if let Some(s) = sent_at {
-        cells.push(("sent_at".into(), Value::Ts(s)));
+    if let Some(sent_at) = times.sent_at {
+        cells.push(("sent_at".into(), Value::Ts(sent_at)));
     }
     for (field, column) in [("userId", "user_id"), ("anonymousId", "anonymous_id")] {
         if let Some(v) = text_field(obj, field)? {
@@ -495,15 +406,6 @@ pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiEr
     }
 }
 
-/// RFC 3339 / ISO 8601 with an offset or `Z`, any number of fraction digits → µs since epoch.
-pub fn parse_time(v: &Json) -> Option<i64> {
-    let s = v.as_str()?.trim();
-    let dt = DateTime::parse_from_rfc3339(s)
-        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z"))
-        .ok()?;
-    Some(dt.with_timezone(&Utc).timestamp_micros())
-}
-
 /// One free-form JSON object as cells (imports): flattened and typed like event properties,
 /// without the reserved-name prefixing (imported tables have no standard columns); collision
 /// losers go to `_unmapped`.
@@ -617,18 +519,5 @@ mod tests {
             )),
             "too_many_columns"
         );
-    }
-
-    #[test]
-    fn timestamps_accept_offsets_and_any_fraction() {
-        let t = |s: &str| parse_time(&Json::String(s.into()));
-        assert_eq!(t("2012-12-02T00:30:08.276Z"), Some(1_354_408_208_276_000));
-        assert_eq!(
-            t("2012-12-02T01:30:08.276123456+01:00"),
-            Some(1_354_408_208_276_123)
-        );
-        assert_eq!(t("2012-12-02T00:30:08Z"), Some(1_354_408_208_000_000));
-        assert_eq!(t("2012-12-02T00:30:08+0000"), Some(1_354_408_208_000_000));
-        assert_eq!(t("2012-12-02"), None);
     }
 }

@@ -1,7 +1,8 @@
-//! Event ingestion after HTTP: validation ([`event`]), limits ([`limits`]), duplicate
-//! suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log ([`crate::wal`]), the
-//! [`dispatch`]er that hands logged events to per-team actors ([`team`]) with their buffers
-//! ([`buffer`]) under a [`supervisor`], and flushing to the warehouse ([`flush`]).
+//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`]), limits
+//! ([`limits`]), duplicate suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log
+//! ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`])
+//! with their buffers ([`buffer`]) under a [`supervisor`], and flushing to the warehouse
+//! ([`flush`]).
 //! [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
@@ -9,6 +10,7 @@ pub mod buffer;
 pub mod dedup;
 pub mod dispatch;
 pub mod event;
+pub mod event_time;
 pub mod flatten;
 pub mod flush;
 pub mod limits;
@@ -18,6 +20,7 @@ pub mod segment;
 pub mod submit;
 pub mod supervisor;
 pub mod team;
+pub mod top_fields;
 pub mod tuning;
 
 use std::collections::HashMap;

@@ -1,6 +1,7 @@
 //! Segment Tracking API messages (SPEC §2.2) → warehouse rows: the six calls and the rules
-//! Segment validates, the batch's shared `context` and `sentAt`, clock-skew correction, and the
-//! per-call tables (`tracks` + `<event>`, `identifies`, `pages`, `screens`, `groups`, `aliases`).
+//! Segment validates, the batch's shared `context` and `sentAt`, clock-skew correction (by
+//! [`super::event_time`]), and the per-call tables (`tracks` + `<event>`, `identifies`,
+//! `pages`, `screens`, `groups`, `aliases`).
 //! Also the WAL envelope of a message, so replay rebuilds exactly what was accepted.
 
 use chrono::{DateTime, Utc};
@@ -9,10 +10,11 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, Parts, Top, Value, bad, common_fields, event_name, finish, get, object_field,
-    text_field,
+    EventRows, Parts, Value, bad, common_fields, event_name, finish, get, object_field, text_field,
 };
+use super::event_time::TimeRule;
 use super::flatten::{Names, RawObject};
+use super::top_fields::Top;
 use crate::error::ApiError;
 
 /// A Segment call type.
@@ -91,7 +93,10 @@ pub fn parse_message(
     id_override: Option<&str>,
 ) -> Result<(Call, EventRows), ApiError> {
     let call = message_call(msg, call)?;
-    let common = common_fields(msg, received_at, id_override, Some(shared.sent_at))?;
+    let rule = TimeRule::SkewCorrected {
+        batch_sent_at: shared.sent_at,
+    };
+    let common = common_fields(msg, received_at, id_override, rule)?;
     if !common
         .cells
         .iter()

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod pg;
 pub mod process;
 pub mod s3;
+pub mod segment;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -212,6 +213,13 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// A time of a JSON download (RFC 3339) in µs since the epoch.
+pub fn micros(v: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("not a time: {v}")))
+        .unwrap()
+        .timestamp_micros()
 }
 
 /// The seed's exact sample event.
