@@ -1,11 +1,20 @@
 # 100 concurrent sign-ins (unknown emails) from one client address against `stowage serve --demo`;
 # prints the server's RSS before and its peak (VmHWM) after, and the statuses. Usage:
-#   python3 benches/signin_one_address.py target/debug/stowage
-import json, subprocess, sys, time, os, threading, http.client, tempfile
+#   python3 benches/signin_one_address.py target/debug/stowage [old]
+# (`old`: a build from before server.metrics_listen existed, which would refuse the key.)
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+
 bin_ = sys.argv[1]
+old = sys.argv[2:] == ["old"]
 d = tempfile.mkdtemp()
 env = dict(os.environ, STOWAGE_LOG__FORMAT="json")
-if "base" not in bin_:
+if not old:
     env["STOWAGE_SERVER__METRICS_LISTEN"] = "127.0.0.1:0"
 p = subprocess.Popen([bin_, "serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir", d], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
 for line in p.stderr:
