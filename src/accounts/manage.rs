@@ -229,7 +229,7 @@ impl Accounts {
             address,
             detail: Some(user.role.as_str()),
         })?;
-        self.start_session(&user, address)
+        self.start_session(&user, &phc, address)
     }
 }
 
