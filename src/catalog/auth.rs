@@ -4,10 +4,12 @@
 //!
 //! On PostgreSQL the cache is emptied whenever a transaction that can end a secret's validity
 //! (revocation, events turned on or off) commits on any node: it sends `NOTIFY` (see
-//! [`super::db::listen`]), delivered once it commits, so a change takes effect on every node as
-//! soon as the notification arrives (on one machine, well under a millisecond) — no polling. This
-//! process's own changes empty its cache at once. While the listening connection is down,
-//! nothing is cached: every check queries the catalog.
+//! [`super::db::listen`]), delivered once it commits — no polling. This process's own changes
+//! empty its cache at once. To leave no window between a commit and the notification's arrival
+//! on another node, the cache is trusted only while the listener's heartbeat lease holds
+//! ([`REVOCATION_LEASE`]), and a revocation answers only once that lease has passed since its
+//! commit ([`Settled`]): after that, every node has seen it or stopped trusting its cache. While
+//! the listening connection is down, nothing is cached: every check queries the catalog.
 //!
 //! On SQLite the cache is emptied whenever anything has committed since it was filled
 //! (`PRAGMA data_version`, which changes when *another* connection — this process's pool or
@@ -27,6 +29,29 @@ use super::{Catalog, Result, TeamId, now_ms, secrets};
 
 /// The catalog is re-checked for changes at most this often.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How long after a revocation commits every node is sure to refuse the secret: a node trusts
+/// its cache only while a heartbeat it sent within this has come back through the notification
+/// channel (PostgreSQL); SQLite processes re-check `data_version` every [`RECHECK`].
+pub const REVOCATION_LEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a change that ends secrets (a revocation, events turned off) is in force everywhere:
+/// the revoking call answers once this instant has passed.
+#[derive(Debug, Clone, Copy)]
+#[must_use = "a revocation is in force on every node only once it has settled"]
+pub struct Settled(pub std::time::Instant);
+
+impl Settled {
+    /// Blocks until then (the CLI).
+    pub fn wait_blocking(self) {
+        std::thread::sleep(self.0.saturating_duration_since(std::time::Instant::now()));
+    }
+
+    /// Waits until then (a request handler).
+    pub async fn wait(self) {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(self.0)).await;
+    }
+}
 
 /// `last_used_at` is written at most this often per secret.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;
@@ -72,11 +97,18 @@ impl AuthCache {
 
 impl Catalog {
     /// After a change that can affect a secret's validity made through this catalog: the next
-    /// check re-reads the catalog, however recent the last one was.
-    pub(super) fn auth_changed(&self) {
+    /// check here re-reads the catalog, however recent the last one was; returns when every
+    /// other process is sure to have seen it.
+    pub(super) fn auth_changed(&self) -> Settled {
         let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
         s.checked_at = None;
         s.live.clear();
+        let wait = if self.auth.listener.is_some() {
+            REVOCATION_LEASE
+        } else {
+            RECHECK * 2
+        };
+        Settled(std::time::Instant::now() + wait)
     }
 
     /// PostgreSQL: the number of change notifications received so far (`None` when not
@@ -111,6 +143,11 @@ impl Catalog {
             let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
             let now = std::time::Instant::now();
             let trusted = match &self.auth.listener {
+                Some(listener) if !listener.heard_within(REVOCATION_LEASE) => {
+                    // A revocation may have committed that this node has not heard of yet.
+                    s.live.clear();
+                    false
+                }
                 Some(listener) => match listener.generation() {
                     Some(generation) => {
                         let generation = generation as i64;
@@ -301,9 +338,11 @@ mod tests {
         assert_eq!(server.write_last_used().unwrap(), 0);
         let listed = cli.list_secrets(SecretKind::EventsToken, &team).unwrap();
         assert!(listed[0].last_used_at.is_some());
-        let before = server.change_generation();
-        cli.revoke_secret(SecretKind::EventsToken, &id).unwrap();
-        later(before);
+        // Once the revocation has settled, the other process refuses the token, whether or not
+        // its notification has arrived: no waiting for it here.
+        cli.revoke_secret(SecretKind::EventsToken, &id)
+            .unwrap()
+            .wait_blocking();
         assert_eq!(
             server.auth_events_token(&token).unwrap(),
             TokenAuth::Invalid

@@ -38,6 +38,7 @@ use db::{Conn, DbError};
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
+pub use auth::{REVOCATION_LEASE, Settled};
 pub use compaction::LiveFile;
 pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};
 pub use quotas::Quotas;
@@ -235,7 +236,10 @@ impl Catalog {
                 config.clone(),
             )?))));
         }
-        let listener = db::listen::Listener::start(config.clone());
+        let listener = db::listen::Listener::start(
+            config.clone(),
+            db::listen::Lease::new(auth::REVOCATION_LEASE),
+        );
         if !listener.wait_up(Duration::from_secs(5)) {
             tracing::warn!(
                 "catalog notifications are not up yet; secret checks query the catalog each time until they are"

@@ -137,7 +137,11 @@ pub async fn revoke_key(
     c: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.accounts.revoke_secret(&c, SecretKind::DataKey, &id)?;
+    // Answered once no node accepts it any more.
+    s.accounts
+        .revoke_secret(&c, SecretKind::DataKey, &id)?
+        .wait()
+        .await;
     Ok(deleted())
 }
 
@@ -162,7 +166,11 @@ pub async fn revoke_token(
     c: Caller,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.accounts.revoke_secret(&c, SecretKind::EventsToken, &id)?;
+    // Answered once no node accepts it any more.
+    s.accounts
+        .revoke_secret(&c, SecretKind::EventsToken, &id)?
+        .wait()
+        .await;
     Ok(deleted())
 }
 
