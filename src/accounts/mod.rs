@@ -280,7 +280,7 @@ impl Accounts {
         if let Some(k) = addr_key {
             keys.push((k, self.config.max_failures_per_address));
         }
-        if let Err(wait) = self.throttle.attempt(&keys) {
+        if let Err(wait) = self.throttle.attempt(&self.catalog, &keys)? {
             return Err(AccountError::TooManyAttempts(
                 wait.max(Duration::from_secs(1)),
             ));
@@ -307,7 +307,8 @@ impl Accounts {
             })?;
             return Err(AccountError::InvalidCredentials);
         };
-        self.throttle.succeed(&email_key, addr_key.as_slice());
+        self.throttle
+            .succeed(&self.catalog, &email_key, addr_key.as_slice())?;
         if let Some(old) = replaces {
             self.catalog.revoke_session_by_secret(old)?;
         }

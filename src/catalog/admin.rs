@@ -4,9 +4,9 @@
 use super::db::{DbResult, OptionalExtension, params};
 use serde::Serialize;
 
-use super::auth::Settled;
 use super::quotas::Counted;
 use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
+use super::settled::Settled;
 use super::{Catalog, CatalogError, Result, TeamId, now_ms};
 
 /// A team row.

@@ -25,33 +25,11 @@ use super::db::{Conn, OptionalExtension, params};
 
 use super::admin::{SecretKind, TokenAuth};
 use super::db::listen::Listener;
+use super::settled::{REVOCATION_LEASE, Settled};
 use super::{Catalog, Result, TeamId, now_ms, secrets};
 
 /// The catalog is re-checked for changes at most this often.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// How long after a revocation commits every node is sure to refuse the secret: a node trusts
-/// its cache only while a heartbeat it sent within this has come back through the notification
-/// channel (PostgreSQL); SQLite processes re-check `data_version` every [`RECHECK`].
-pub const REVOCATION_LEASE: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// When a change that ends secrets (a revocation, events turned off) is in force everywhere:
-/// the revoking call answers once this instant has passed.
-#[derive(Debug, Clone, Copy)]
-#[must_use = "a revocation is in force on every node only once it has settled"]
-pub struct Settled(pub std::time::Instant);
-
-impl Settled {
-    /// Blocks until then (the CLI).
-    pub fn wait_blocking(self) {
-        std::thread::sleep(self.0.saturating_duration_since(std::time::Instant::now()));
-    }
-
-    /// Waits until then (a request handler).
-    pub async fn wait(self) {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(self.0)).await;
-    }
-}
 
 /// `last_used_at` is written at most this often per secret.
 const LAST_USED_RESOLUTION_MS: i64 = 60_000;

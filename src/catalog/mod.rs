@@ -18,6 +18,8 @@ mod quotas;
 pub mod secrets;
 mod sessions;
 mod settings;
+mod settled;
+mod signin_attempts;
 mod tables;
 mod users;
 mod watermarks;
@@ -38,12 +40,13 @@ use db::{Conn, DbError};
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
-pub use auth::{REVOCATION_LEASE, Settled};
 pub use compaction::LiveFile;
 pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};
 pub use quotas::Quotas;
 pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, SessionLimits};
 pub use settings::{Change, SettingsChange, TeamSettings};
+pub use settled::{REVOCATION_LEASE, Settled};
+pub use signin_attempts::AttemptKey;
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 pub use users::{User, normalize_email};
 pub use workspace::{CanvasRow, ElementRow, TableStats};
@@ -238,7 +241,7 @@ impl Catalog {
         }
         let listener = db::listen::Listener::start(
             config.clone(),
-            db::listen::Lease::new(auth::REVOCATION_LEASE),
+            db::listen::Lease::new(settled::REVOCATION_LEASE),
         );
         if !listener.wait_up(Duration::from_secs(5)) {
             tracing::warn!(

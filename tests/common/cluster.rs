@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::process::BIN;
+use super::process::bin;
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
 pub fn free_port() -> u16 {
@@ -112,7 +112,7 @@ impl Cluster {
     /// (Re)starts node `i` on its port with its data dir, and waits until it is ready.
     pub async fn start_node(&mut self, i: usize) {
         let node = &mut self.nodes[i];
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin());
         cmd.args([
             "serve",
             "--listen",
@@ -242,7 +242,7 @@ impl Cluster {
 
     /// `stowage admin --json …` against the shared catalog.
     pub fn admin(&self, args: &[&str]) -> serde_json::Value {
-        let out = Command::new(BIN)
+        let out = Command::new(bin())
             .args(["admin", "--json"])
             .args(args)
             .arg("--data-dir")
