@@ -7,6 +7,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::model::Invalid;
+
 /// A client-visible error. Internal causes are logged, never sent.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
@@ -167,3 +169,11 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        let mut api = ApiError::bad_request(e.code, e.message);
+        api.field = e.field;
+        api
+    }
+}

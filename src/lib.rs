@@ -4,7 +4,7 @@
 //! ([`http::edge`]: connection cap, header/body/idle timeouts; a request id per request), is
 //! authenticated against the [`catalog`], and validated and mapped to warehouse rows by
 //! [`ingest::event`] (names and types
-//! from [`warehouse::naming`] and [`warehouse::schema`]). [`ingest::admission`] checks the byte
+//! from [`model::naming`] and [`model::schema`]). [`ingest::admission`] checks the byte
 //! budgets, then [`ingest::Ingest::submit`] — the single acknowledgement point — appends the event
 //! to the write-ahead log ([`wal`]), whose group-commit writer fsyncs many events at once; the
 //! [`ingest::dispatch`]er then hands logged events, in log order, to the team's actor
@@ -33,6 +33,7 @@ pub mod error;
 pub mod files;
 pub mod http;
 pub mod ingest;
+pub mod model;
 pub mod store;
 pub mod wal;
 pub mod warehouse;

@@ -6,8 +6,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{AccountError, Accounts, Caller, Result};
-use crate::catalog::{CanvasRow, ElementRow, NewElement, TeamId};
+use crate::catalog::{CanvasRow, ElementRow, NewElement};
 use crate::demo::share_url;
+use crate::model::TeamId;
 
 /// A canvas with its elements.
 #[derive(Debug, Clone, Serialize)]
@@ -199,11 +200,8 @@ impl Accounts {
         self.catalog.canvas(&caller.team.id, canvas_id)?;
         let invalid =
             |field: &'static str, message: String| AccountError::Invalid { field, message };
-        let source = crate::warehouse::naming::normalize(&bounded_name(
-            &new.source,
-            "source",
-            "a table name",
-        )?);
+        let source =
+            crate::model::naming::normalize(&bounded_name(&new.source, "source", "a table name")?);
         if source.is_empty() {
             return Err(invalid(
                 "source",
@@ -243,7 +241,7 @@ impl Accounts {
             }
             let mut seen = std::collections::HashSet::new();
             for c in columns {
-                let n = crate::warehouse::naming::normalize(c);
+                let n = crate::model::naming::normalize(c);
                 if !known.iter().any(|col| col.name == n) {
                     return Err(invalid("columns", unknown(c)));
                 }

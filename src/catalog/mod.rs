@@ -30,8 +30,8 @@ pub(crate) mod testdb;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use db::{Conn, DbError};
@@ -46,29 +46,6 @@ pub use settings::{Change, SettingsChange, TeamSettings};
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 pub use users::{User, normalize_email};
 pub use workspace::{CanvasRow, ElementRow, TableStats};
-
-/// A team id (`tm_…`), cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TeamId(pub Arc<str>);
-
-impl TeamId {
-    /// The id text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TeamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<&str> for TeamId {
-    fn from(s: &str) -> Self {
-        TeamId(s.into())
-    }
-}
 
 /// What went wrong in the catalog.
 #[derive(Debug, thiserror::Error)]

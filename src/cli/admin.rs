@@ -237,7 +237,7 @@ fn import_table(
 ) -> Result<Output, AdminError> {
     use crate::warehouse::import::{ImportFormat, Importer, Source, import};
     let refused = |m: String| AdminError::Catalog(CatalogError::Refused(m));
-    let team = crate::catalog::TeamId(catalog.find_team(&team)?.id.into());
+    let team = crate::model::TeamId(catalog.find_team(&team)?.id.into());
     let name = format
         .or_else(|| {
             file.extension()

@@ -17,8 +17,8 @@ use arrow::record_batch::RecordBatch;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::ingest::event::parse_time;
-use crate::warehouse::schema::{Column, ColumnType};
+use crate::model::schema::{Column, ColumnType};
+use crate::model::time::parse_time;
 
 /// Comparison operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,11 +2,12 @@
 //! team's), the snapshot of its source table (a fresh one, or the cursor's), the output columns,
 //! the filters (the element's, then the request's), the row limit and the start position.
 
-use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId, TeamId};
+use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId};
 use crate::error::ApiError;
-use crate::warehouse::naming::STANDARD_COLUMNS;
+use crate::model::TeamId;
+use crate::model::naming::STANDARD_COLUMNS;
+use crate::model::schema::{Column, ColumnType, TableSchema};
 use crate::warehouse::reader::Position;
-use crate::warehouse::schema::{Column, ColumnType, TableSchema};
 
 use super::cursor;
 use super::filter::{self, Filter};

@@ -9,11 +9,11 @@ use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, read_limited};
-use crate::catalog::TeamId;
 use crate::download::compress::Compressor;
 use crate::download::encode::{self, EncodeOptions};
 use crate::download::{format, passthrough, plan, request, stream};
 use crate::error::ApiError;
+use crate::model::TeamId;
 
 /// Largest download request body.
 const MAX_REQUEST: usize = 64 * 1024;

@@ -16,7 +16,7 @@ use tracing::{debug, error, warn};
 use super::event::EventRows;
 use super::supervisor::{Supervisor, SupervisorMsg};
 use super::team::{Logged, TeamActor, TeamArgs, TeamCtx, TeamMsg};
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 use crate::wal::{Wal, Written};
 
 /// What travels through the WAL with each event.

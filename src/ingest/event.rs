@@ -4,50 +4,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 
-pub use super::event_time::parse_time;
 use super::event_time::{EventTimes, TimeRule};
-use super::flatten::{self, Names, RawObject, UNMAPPED};
 use super::top_fields::Top;
 use crate::error::ApiError;
-use crate::warehouse::naming;
-use crate::warehouse::schema::ColumnType;
+use crate::model::flatten::{self, Names, RawObject, UNMAPPED};
+use crate::model::naming;
+use crate::model::value::{Cell, Value};
 
 /// Longest accepted event name, in characters.
 pub const MAX_EVENT_NAME: usize = 255;
-
-/// A typed cell.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// JSON null: no type information.
-    Null,
-    /// Boolean.
-    Bool(bool),
-    /// Integer within i64.
-    Int(i64),
-    /// Any other number.
-    Float(f64),
-    /// Text (also arrays and too-deep objects, as JSON).
-    Str(String),
-    /// Microseconds since the epoch, UTC.
-    Ts(i64),
-}
-
-impl Value {
-    /// The column type this value asks for; `None` for null.
-    pub fn column_type(&self) -> Option<ColumnType> {
-        Some(match self {
-            Value::Null => return None,
-            Value::Bool(_) => ColumnType::Boolean,
-            Value::Int(_) => ColumnType::Int64,
-            Value::Float(_) => ColumnType::Float64,
-            Value::Str(_) => ColumnType::String,
-            Value::Ts(_) => ColumnType::Timestamp,
-        })
-    }
-}
-
-/// A named cell of a row.
-pub type Cell = (String, Value);
 
 /// A validated event, ready for the team's buffers.
 #[derive(Debug, Clone)]
@@ -404,24 +369,6 @@ pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiEr
             format!("{field} must be a string"),
         )),
     }
-}
-
-/// One free-form JSON object as cells (imports): flattened and typed like event properties,
-/// without the reserved-name prefixing (imported tables have no standard columns); collision
-/// losers go to `_unmapped`.
-pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, ApiError> {
-    let obj: RawObject = serde_json::from_str(line).map_err(|e| {
-        if e.is_data() {
-            ApiError::bad_request("invalid_body", "not a JSON object")
-        } else {
-            ApiError::bad_request("invalid_json", format!("not valid JSON: {e}"))
-        }
-    })?;
-    let (mut cells, losers) = flatten::flatten(&obj, "", &[], path, Names::Plain)?;
-    if !losers.is_empty() {
-        cells.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
-    }
-    Ok(cells)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::top_fields::Top;
 use crate::error::ApiError;
+use crate::model::time::parse_time;
 
 /// Which rule gives an event its times.
 #[derive(Debug, Clone, Copy)]
@@ -118,15 +119,6 @@ fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, ApiErr
             "{field} must be an ISO 8601 date-time with an offset or Z, e.g. 2012-12-02T00:30:08.276Z"
         ))
     })
-}
-
-/// RFC 3339 / ISO 8601 with an offset or `Z`, any number of fraction digits → µs since epoch.
-pub fn parse_time(v: &Json) -> Option<i64> {
-    let s = v.as_str()?.trim();
-    let dt = DateTime::parse_from_rfc3339(s)
-        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z"))
-        .ok()?;
-    Some(dt.with_timezone(&Utc).timestamp_micros())
 }
 
 #[cfg(test)]

@@ -6,12 +6,10 @@
 //! [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
-pub mod buffer;
 pub mod dedup;
 pub mod dispatch;
 pub mod event;
 pub mod event_time;
-pub mod flatten;
 pub mod flush;
 pub mod limits;
 pub mod progress;
@@ -31,8 +29,9 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
-use crate::catalog::{Catalog, TeamId};
+use crate::catalog::Catalog;
 use crate::config::{AckMode, Config};
+use crate::model::TeamId;
 use crate::wal::{self, Append, Entry, Recovered, Wal, WalError, WalOptions, Written};
 use admission::Admission;
 use dedup::Dedup;

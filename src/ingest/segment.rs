@@ -10,12 +10,13 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, Parts, Value, bad, common_fields, event_name, finish, get, object_field, text_field,
+    EventRows, Parts, bad, common_fields, event_name, finish, get, object_field, text_field,
 };
 use super::event_time::TimeRule;
-use super::flatten::{Names, RawObject};
 use super::top_fields::Top;
 use crate::error::ApiError;
+use crate::model::flatten::{Names, RawObject};
+use crate::model::value::Value;
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,14 +15,14 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
 use super::admission::Admission;
-use super::buffer::TableBuffer;
 use super::dispatch::Control;
 use super::event::EventRows;
 use super::flush::{self, FlushCtx, FlushJob};
 use super::progress::Progress;
 use super::replay;
 use super::tuning::{Effective, Tuning};
-use crate::catalog::TeamId;
+use crate::model::TeamId;
+use crate::warehouse::buffer::TableBuffer;
 
 /// Everything a team actor needs besides its team id.
 #[derive(Debug)]

@@ -10,14 +10,17 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use object_store::{ObjectStore, ObjectStoreExt};
 
+use super::buffer::TableBuffer;
 use super::layout::DataFilePath;
-use super::naming::normalize;
-use super::schema::{ColumnType, TableSchema};
 use super::writer;
-use crate::catalog::{Catalog, NewDataFile, TeamId};
+use crate::catalog::{Catalog, NewDataFile};
 use crate::config::ParquetConfig;
-use crate::ingest::buffer::TableBuffer;
-use crate::ingest::event::{Cell, Value, object_cells, parse_time};
+use crate::model::TeamId;
+use crate::model::flatten::object_cells;
+use crate::model::naming::normalize;
+use crate::model::schema::{ColumnType, TableSchema};
+use crate::model::time::parse_time;
+use crate::model::value::{Cell, Value};
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

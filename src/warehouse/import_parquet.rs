@@ -22,9 +22,9 @@ use parquet::file::reader::ChunkReader;
 use parquet::file::statistics::Statistics;
 
 use super::import::{CHUNK_ROWS, ImportError, Sink, emit};
-use super::naming::normalize;
-use super::schema::{Column, ColumnType, TableSchema};
 use crate::config::ParquetConfig;
+use crate::model::naming::normalize;
+use crate::model::schema::{Column, ColumnType, TableSchema};
 
 /// How one column is converted.
 #[derive(Debug, Clone, Copy)]

@@ -397,7 +397,7 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
                 Ok(col.clone())
             }
             // Widened to string: each value's text exactly as a buffer would have written it.
-            Some(col) if f.data_type() == &DataType::Utf8 => super::text::to_text(col),
+            Some(col) if f.data_type() == &DataType::Utf8 => crate::model::text::to_text(col),
             Some(col) => cast(col, f.data_type()),
             None => Ok(new_null_array(f.data_type(), rows)),
         })
