@@ -10,8 +10,9 @@ use crate::model::schema::{Column, ColumnType, TableSchema};
 use crate::warehouse::reader::Position;
 
 use super::cursor;
-use super::filter::{self, Filter};
+use super::filter;
 use super::request::DownloadRequest;
+use crate::model::filter::Filter;
 
 /// What to read and how to shape it.
 #[derive(Debug, Clone)]

@@ -2,8 +2,8 @@
 //! ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`], a large file's
 //! column groups on several threads: [`split`]), stored column chunks read without decoding for
 //! copying ([`chunks`]), imports of CSV, NDJSON and Parquet ([`import`]), and how small files are
-//! merged ([`compaction`]) and objects no commit names are collected ([`gc`]). Names, schemas
-//! and values as text are the ground floor's ([`crate::model`]).
+//! merged ([`compaction`]) and objects no commit names are collected ([`gc`]). Names, schemas,
+//! values as text and filters are the ground floor's ([`crate::model`]).
 
 pub mod buffer;
 pub mod chunks;

@@ -26,7 +26,7 @@ use parquet::file::metadata::ParquetMetaData;
 use super::object_reader::StoreFileReader;
 use super::split::{self, FileStream};
 use crate::catalog::DataFile;
-use crate::download::filter::{Filter, Op, mask_all};
+use crate::model::filter::{Filter, Op, mask_all};
 
 /// Why a read failed part-way.
 #[derive(Debug, thiserror::Error)]
