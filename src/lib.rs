@@ -29,7 +29,6 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod download;
-pub mod error;
 pub mod files;
 pub mod http;
 pub mod ingest;

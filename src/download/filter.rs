@@ -5,17 +5,17 @@
 use arrow::array::ArrayRef;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::model::Invalid;
 use crate::model::filter::{Filter, Op, Operand};
 use crate::model::schema::{Column, ColumnType};
 use crate::model::time::parse_time;
 
-fn bad(field: &str, message: String) -> ApiError {
-    ApiError::bad_request("invalid_filter", message).field(field)
+fn bad(field: &str, message: String) -> Invalid {
+    Invalid::new("invalid_filter", message).field(field)
 }
 
 /// Parses a filter list (`field` names it in errors, e.g. `filters`) against `columns`.
-pub fn parse(list: &Value, columns: &[Column], field: &str) -> Result<Vec<Filter>, ApiError> {
+pub fn parse(list: &Value, columns: &[Column], field: &str) -> Result<Vec<Filter>, Invalid> {
     let Value::Array(items) = list else {
         return Err(bad(
             field,
@@ -31,7 +31,7 @@ pub fn parse(list: &Value, columns: &[Column], field: &str) -> Result<Vec<Filter
                 bad(&format!("{at}.column"), "each filter needs a \"column\" string".into())
             })?;
             let col = columns.iter().find(|c| c.name == column).ok_or_else(|| {
-                ApiError::bad_request("unknown_column", format!("filter column {column:?} is not a column of this element"))
+                Invalid::new("unknown_column", format!("filter column {column:?} is not a column of this element"))
                     .field(format!("{at}.column"))
             })?;
             let op_name = item.get("op").and_then(Value::as_str).unwrap_or("");
@@ -59,7 +59,7 @@ pub fn parse(list: &Value, columns: &[Column], field: &str) -> Result<Vec<Filter
 }
 
 /// A JSON value as a one-element array of the column type.
-fn scalar(v: &Value, ty: ColumnType, field: &str) -> Result<ArrayRef, ApiError> {
+fn scalar(v: &Value, ty: ColumnType, field: &str) -> Result<ArrayRef, Invalid> {
     let wrong = || bad(field, format!("{v} is not a valid {} value", ty.as_str()));
     let operand = match ty {
         ColumnType::String => Operand::String(v.as_str().ok_or_else(wrong)?.to_string()),

@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use bytes::Bytes;
 
 use super::edge::is_body_timeout;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(

@@ -10,7 +10,7 @@ use tracing::error;
 use super::AppState;
 use super::body::{header_str, is_json, read_limited};
 use crate::catalog::TokenAuth;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::ingest::event::parse_event;
 use crate::ingest::team::AppendError;
 use crate::ingest::{Accepted, Ingest, IngestError, Wait};

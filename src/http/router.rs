@@ -11,7 +11,7 @@ use object_store::ObjectStore;
 use super::{api, events, health, import, metrics, pages, request_id, segment, tables};
 use crate::catalog::Catalog;
 use crate::config::Config;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::ingest::Ingest;
 
 /// Everything handlers share: one clone-able struct of `Arc`s.

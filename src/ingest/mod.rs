@@ -1,7 +1,8 @@
-//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`]), limits
+//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`], the
+//! Segment calls [`segment`]; a refusal is a [`crate::model::Invalid`]), limits
 //! ([`limits`]), duplicate suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log
 //! ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`])
-//! with their buffers ([`buffer`]) under a [`supervisor`], and flushing to the warehouse
+//! with their buffers ([`crate::warehouse::buffer`]) under a [`supervisor`], and flushing to the warehouse
 //! ([`flush`]).
 //! [`Ingest::submit`] is the one acknowledgement point.
 

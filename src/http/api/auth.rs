@@ -12,7 +12,7 @@ use super::super::body::header_str;
 use super::super::edge::ClientAddr;
 use crate::accounts::{AccountError, Caller};
 use crate::catalog::PAT_PREFIX;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "stowage_session";

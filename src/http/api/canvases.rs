@@ -13,7 +13,7 @@ use super::super::AppState;
 use super::{JsonBody, deleted};
 use crate::accounts::Caller;
 use crate::accounts::workspace::NewTableElement;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST /api/v1/canvases` and `PATCH /api/v1/canvases/{id}`
 #[derive(Debug, Deserialize)]

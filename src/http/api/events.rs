@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use crate::accounts::Caller;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// 202 `{"id", "new"}`
 pub async fn request(

@@ -14,7 +14,7 @@ use super::super::AppState;
 use super::{JsonBody, created_secret, deleted};
 use crate::accounts::Caller;
 use crate::catalog::{Role, User, now_ms};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST /api/v1/invites`
 #[derive(Debug, Deserialize)]

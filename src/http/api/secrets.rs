@@ -16,7 +16,7 @@ use super::super::AppState;
 use super::{JsonBody, created_secret, deleted};
 use crate::accounts::Caller;
 use crate::catalog::{PatInfo, SecretInfo, SecretKind};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST` body of all three: an optional label.
 #[derive(Debug, Default, Deserialize)]

@@ -14,7 +14,7 @@ use super::auth::{Address, clear_cookie, same_origin, session_cookie, set_cookie
 use super::{MAX_BODY, parse_json};
 use crate::accounts::{AccountError, Caller};
 use crate::catalog::{Session, Team, User};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
