@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
+use super::ctx::TeamCtx;
 use super::event::{EventRows, replay_event};
-use super::team::TeamCtx;
 use crate::model::TeamId;
 use crate::wal::{Record, segment};
 
