@@ -7,8 +7,15 @@ use serde_json::Value;
 
 use super::{AccountError, Accounts, Caller, Result};
 use crate::catalog::{CanvasRow, ElementRow, NewElement};
-use crate::demo::share_url;
 use crate::model::TeamId;
+
+/// `{app_url}/canvas/<canvasId>/element/<elementId>/new-canvas`
+pub fn share_url(app_url: &str, canvas: &str, element: &str) -> String {
+    format!(
+        "{}/canvas/{canvas}/element/{element}/new-canvas",
+        app_url.trim_end_matches('/')
+    )
+}
 
 /// A canvas with its elements.
 #[derive(Debug, Clone, Serialize)]

@@ -4,10 +4,11 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+use super::output::{AdminError, Output};
 use super::users::UserCommand;
+use crate::accounts::workspace::share_url;
 use crate::catalog::{Catalog, CatalogError, NewElement, SecretKind};
 use crate::config::Config;
-use crate::demo::share_url;
 
 /// Admin subcommands.
 #[derive(Debug, Subcommand)]
@@ -181,44 +182,6 @@ pub enum ElementCommand {
         #[arg(long)]
         limit: Option<u64>,
     },
-}
-
-/// A command's result in both output forms.
-pub struct Output {
-    /// For `--json`.
-    pub json: Value,
-    /// For people.
-    pub human: String,
-}
-
-/// A failed admin command.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    /// The catalog refused or failed.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// An import's input cannot be stored (the API's 400 `invalid_import`).
-    #[error("{0}")]
-    InvalidImport(String),
-    /// A flag's value is not valid.
-    #[error("{0}")]
-    InvalidArgument(String),
-}
-
-impl AdminError {
-    /// Stable code for `--json` errors (the API's code where there is one).
-    pub fn code(&self) -> &'static str {
-        match self {
-            AdminError::Catalog(CatalogError::NotFound(_)) => "not_found",
-            AdminError::Catalog(CatalogError::Refused(_) | CatalogError::LastOwner) => "refused",
-            AdminError::Catalog(CatalogError::Invalid { .. }) => "invalid_argument",
-            AdminError::Catalog(CatalogError::Taken(_)) => "conflict",
-            AdminError::Catalog(CatalogError::Gone(_)) => "gone",
-            AdminError::Catalog(_) => "catalog_error",
-            AdminError::InvalidImport(_) => "invalid_import",
-            AdminError::InvalidArgument(_) => "invalid_argument",
-        }
-    }
 }
 
 /// team, table, format, delimiter, file

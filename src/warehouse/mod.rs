@@ -10,7 +10,6 @@ pub mod chunks;
 pub mod compaction;
 pub mod gc;
 pub mod import;
-mod import_parquet;
 pub mod layout;
 pub mod object_reader;
 pub mod reader;
