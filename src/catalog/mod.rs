@@ -34,6 +34,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::config::Config;
+use crate::config::catalog::redact;
 use db::{Conn, DbError};
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
@@ -113,10 +115,17 @@ impl Location {
                 field: "catalog.url",
                 message: format!(
                     "catalog.url must be empty (SQLite under the data dir) or postgres://…, not {}",
-                    db::postgres::redact(url)
+                    redact(url)
                 ),
             })
         }
+    }
+}
+
+impl Location {
+    /// Where `config` puts the catalog: `catalog.url`, or the SQLite file under the data dir.
+    pub fn of(config: &Config) -> Result<Location> {
+        Location::from_url(&config.catalog.url, config.catalog_path())
     }
 }
 
@@ -124,7 +133,7 @@ impl fmt::Debug for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Location::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            Location::Postgres(url) => f.write_str(&db::postgres::redact(url)),
+            Location::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -252,4 +261,48 @@ fn new_owner() -> String {
 /// Milliseconds since the epoch, the catalog's time unit.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Overrides;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_catalog_url_comes_from_the_environment_and_its_password_stays_out_of_logs() {
+        let c = Config::load(
+            None,
+            env(&[(
+                "STOWAGE_CATALOG__URL",
+                "postgres://u:hunter2@db:5432/stowage",
+            )]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(matches!(
+            Location::of(&c).unwrap(),
+            Location::Postgres(url) if url.ends_with("@db:5432/stowage")
+        ));
+        let shown = format!("{:?} {:?}", c, Location::of(&c).unwrap());
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let d = Config::default();
+        assert_eq!(
+            Location::of(&d).unwrap(),
+            Location::Sqlite(d.catalog_path())
+        );
+        let mut bad = Config::default();
+        bad.catalog.url = "mysql://u:hunter2@db/x".into();
+        let err = Location::of(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("catalog.url") && !err.contains("hunter2"),
+            "{err}"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::output::{AdminError, Output};
 use super::users::UserCommand;
 use crate::accounts::workspace::share_url;
-use crate::catalog::{Catalog, CatalogError, NewElement, SecretKind};
+use crate::catalog::{Catalog, CatalogError, Location, NewElement, SecretKind};
 use crate::config::Config;
 
 /// Admin subcommands.
@@ -261,7 +261,7 @@ fn out(json: Value, human: String) -> Result<Output, AdminError> {
 
 /// Runs one admin command against the catalog of `config`.
 pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError> {
-    let catalog = Catalog::open_location(&config.catalog_location()?)?;
+    let catalog = Catalog::open_location(&Location::of(config)?)?;
     match command {
         AdminCommand::Team {
             command: TeamCommand::Create { name },
