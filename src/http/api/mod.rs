@@ -176,8 +176,8 @@ pub fn parse_json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 }
 
 /// A JSON request body of at most [`MAX_BODY`] bytes, parsed by [`parse_json`]. As the last
-/// extractor of a handler, it runs after [`crate::accounts::Caller`]: a signed-out request is
-/// answered 401 before its body is read.
+/// extractor of a handler, it runs after [`auth::Protected`] (or [`crate::accounts::Caller`]): a
+/// signed-out or cross-site request is refused before its body is read.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
