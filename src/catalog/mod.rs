@@ -267,13 +267,7 @@ pub fn now_ms() -> i64 {
 mod tests {
     use super::*;
     use crate::config::Overrides;
-
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::config::tests::env;
 
     #[test]
     fn the_catalog_url_comes_from_the_environment_and_its_password_stays_out_of_logs() {

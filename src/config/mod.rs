@@ -285,10 +285,11 @@ fn env_value(raw: &str) -> toml::Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    /// `STOWAGE_*` pairs as `Config::load` takes the environment.
+    pub(crate) fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
