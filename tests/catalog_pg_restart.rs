@@ -34,9 +34,10 @@ fn a_postgres_restart_is_survived() {
     // Another process revokes the key, perhaps before the server's listener is back: the
     // server must refuse it at once either way.
     let cli = Catalog::open_location(&location).unwrap();
-    cli.revoke_secret(SecretKind::DataKey, &id).unwrap();
-    // The notification is delivered after the commit, not with it: allow it a moment.
-    std::thread::sleep(Duration::from_millis(50));
+    // The revocation answers once it is in force everywhere (the revocation lease).
+    cli.revoke_secret(SecretKind::DataKey, &id)
+        .unwrap()
+        .wait_blocking();
     let deadline = Instant::now() + Duration::from_secs(5);
     let answer = loop {
         match server.auth_data_key(&key) {

@@ -49,11 +49,12 @@ async fn two_nodes_share_a_postgres_catalog() {
         .catalog()
         .list_secrets(SecretKind::DataKey, &a.seeded.team)
         .unwrap();
+    // Node B refuses it once the revocation has settled (no sleep guessing at the notice).
     a.catalog()
         .revoke_secret(SecretKind::DataKey, &keys[0].id)
-        .unwrap();
-    // The notification travels to node B's listener (no polling): allow it a moment.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+        .unwrap()
+        .wait()
+        .await;
     for node in [a.srv(), &b] {
         let resp = download(node).await.unwrap();
         assert_eq!(resp.status(), 401);

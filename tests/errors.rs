@@ -155,7 +155,9 @@ async fn event_errors() {
         .catalog()
         .list_secrets(SecretKind::EventsToken, &t.seeded.team)
         .unwrap();
-    t.catalog()
+    // This process refuses it at once; no need to wait for the revocation to settle.
+    let _settled = t
+        .catalog()
         .revoke_secret(SecretKind::EventsToken, &tokens[0].id)
         .unwrap();
     let (s, b) = post_event(&t, tok, json_ct, SEED_EVENT.into(), false).await;
@@ -304,7 +306,9 @@ async fn download_errors() {
         .catalog()
         .list_secrets(SecretKind::DataKey, &t.seeded.team)
         .unwrap();
-    t.catalog()
+    // This process refuses it at once; no need to wait for the revocation to settle.
+    let _settled = t
+        .catalog()
         .revoke_secret(SecretKind::DataKey, &keys[0].id)
         .unwrap();
     let (s, b) = post(key.clone(), body(&t.seeded.canvas, &element), None).await;

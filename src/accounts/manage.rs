@@ -4,7 +4,7 @@
 
 use crate::catalog::{
     AuditEntry, AuditEvent, InviteInfo, Link, LinkKind, PatInfo, Role, SecretInfo, SecretKind,
-    Session, User, normalize_email,
+    Session, Settled, User, normalize_email,
 };
 
 use super::{AccountError, Accounts, Caller, Result, password};
@@ -122,15 +122,16 @@ impl Accounts {
         Ok((info, secret))
     }
 
-    /// Revokes a data key or events token of the caller's team (owners); it stops working at
-    /// once.
-    pub fn revoke_secret(&self, caller: &Caller, kind: SecretKind, id: &str) -> Result<()> {
+    /// Revokes a data key or events token of the caller's team (owners); every node refuses it
+    /// once the returned [`Settled`] has passed (the caller answers then).
+    pub fn revoke_secret(&self, caller: &Caller, kind: SecretKind, id: &str) -> Result<Settled> {
         caller.require_owner()?;
-        self.catalog
+        let settled = self
+            .catalog
             .revoke_team_secret(kind, Some(&caller.team.id), id)?;
         self.catalog
             .audit(&caller.event(action(kind, "revoke"), Some(id)))?;
-        Ok(())
+        Ok(settled)
     }
 
     /// Asks the operator to enable events (owners). Returns (request id, whether it is new);
@@ -229,7 +230,7 @@ impl Accounts {
             address,
             detail: Some(user.role.as_str()),
         })?;
-        self.start_session(&user, address)
+        self.start_session(&user, &phc, address)
     }
 }
 

@@ -98,6 +98,9 @@ impl From<CatalogError> for AccountError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, AccountError>;
 
+/// Most bytes in an email address (RFC 5321's path limit, as `normalize_email` enforces).
+const MAX_EMAIL_BYTES: usize = 254;
+
 /// How a caller proved who it is.
 #[derive(Debug, Clone)]
 pub enum Via {
@@ -253,9 +256,10 @@ impl Accounts {
 
     /// Signs in: throttled per email and per address (the attempt counted before the password
     /// is checked), hashed within the hashers' bound, answered alike for unknown emails and wrong
-    /// passwords, audited either way. `replaces` is the session cookie the request came with, if
-    /// any: a successful sign-in ends it (the session id rotates). Returns the new session and
-    /// its cookie value.
+    /// passwords, audited either way. The session starts only if the password is still the one
+    /// checked (a reset committed meanwhile wins). `replaces` is the session cookie the request
+    /// came with, if any: a successful sign-in ends it (the session id rotates). Returns the new
+    /// session and its cookie value.
     pub async fn sign_in(
         &self,
         email: &str,
@@ -263,46 +267,72 @@ impl Accounts {
         address: Option<&str>,
         replaces: Option<&str>,
     ) -> Result<(Session, String)> {
-        let email_key = format!("email:{}", email.trim().to_lowercase());
-        let addr_key = address.map(|a| format!("addr:{a}"));
-        let mut keys = vec![(email_key.as_str(), self.config.max_failures_per_account)];
-        if let Some(k) = &addr_key {
-            keys.push((k.as_str(), self.config.max_failures_per_address));
+        // No account has an email longer than an email can be, nor a password longer than one
+        // may be set: such an attempt is answered at once, before it is counted or waits for a
+        // hashing slot holding its body.
+        let email = email.trim();
+        if email.len() > MAX_EMAIL_BYTES || password.len() > password::MAX_LEN {
+            return Err(AccountError::InvalidCredentials);
         }
-        if let Err(wait) = self.throttle.attempt(&keys) {
+        let email_key = throttle::key("email", &email.to_lowercase());
+        let addr_key = address.map(|a| throttle::key("addr", a));
+        let mut keys = vec![(email_key, self.config.max_failures_per_account)];
+        if let Some(k) = addr_key {
+            keys.push((k, self.config.max_failures_per_address));
+        }
+        if let Err(wait) = self.throttle.attempt(&self.catalog, &keys)? {
             return Err(AccountError::TooManyAttempts(
                 wait.max(Duration::from_secs(1)),
             ));
         }
         let found = self.catalog.user_for_sign_in(email)?;
         let phc = found.as_ref().and_then(|(_, h)| h.clone());
-        let ok = self.hashers.verify(password, phc).await?;
-        let (user, _) = match found {
-            Some(f) if ok => f,
-            other => {
-                let user = other.map(|(u, _)| u);
-                self.catalog.audit(&AuditEvent {
-                    team_id: user.as_ref().map(|u| u.team_id.as_str()),
-                    actor_id: user.as_ref().map(|u| u.id.as_str()),
-                    actor_email: Some(email.trim()).filter(|e| e.len() <= 254),
-                    action: "session.sign_in_failed",
-                    address,
-                    ..Default::default()
-                })?;
-                return Err(AccountError::InvalidCredentials);
-            }
+        let ok = self.hashers.verify(password, phc.clone()).await?;
+        let started = match (&found, &phc) {
+            (Some((user, _)), Some(phc)) if ok => self
+                .catalog
+                .create_session_for_password(&user.id, phc, address)?
+                .map(|s| (user.clone(), s)),
+            _ => None,
         };
-        let refund: Vec<&str> = addr_key.iter().map(String::as_str).collect();
-        self.throttle.succeed(&email_key, &refund);
+        let Some((user, (session, secret))) = started else {
+            let user = found.map(|(u, _)| u);
+            self.catalog.audit(&AuditEvent {
+                team_id: user.as_ref().map(|u| u.team_id.as_str()),
+                actor_id: user.as_ref().map(|u| u.id.as_str()),
+                actor_email: Some(email),
+                action: "session.sign_in_failed",
+                address,
+                ..Default::default()
+            })?;
+            return Err(AccountError::InvalidCredentials);
+        };
+        self.throttle
+            .succeed(&self.catalog, &email_key, addr_key.as_slice())?;
         if let Some(old) = replaces {
             self.catalog.revoke_session_by_secret(old)?;
         }
-        self.start_session(&user, address)
+        self.audit_sign_in(&user, &session, address)?;
+        Ok((session, secret))
     }
 
-    /// Starts a session for `user` and audits the sign-in; returns it and its cookie value.
-    fn start_session(&self, user: &User, address: Option<&str>) -> Result<(Session, String)> {
-        let (session, secret) = self.catalog.create_session(&user.id, address)?;
+    /// Starts a session for `user`, whose password is now `password_hash` (a link just set
+    /// it), and audits the sign-in; returns it and its cookie value.
+    fn start_session(
+        &self,
+        user: &User,
+        password_hash: &str,
+        address: Option<&str>,
+    ) -> Result<(Session, String)> {
+        let (session, secret) = self
+            .catalog
+            .create_session_for_password(&user.id, password_hash, address)?
+            .ok_or(AccountError::NotSignedIn)?;
+        self.audit_sign_in(user, &session, address)?;
+        Ok((session, secret))
+    }
+
+    fn audit_sign_in(&self, user: &User, session: &Session, address: Option<&str>) -> Result<()> {
         self.catalog.audit(&AuditEvent {
             team_id: Some(&user.team_id),
             actor_id: Some(&user.id),
@@ -312,7 +342,7 @@ impl Accounts {
             address,
             detail: None,
         })?;
-        Ok((session, secret))
+        Ok(())
     }
 
     /// The caller behind a session cookie value.

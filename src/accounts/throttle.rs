@@ -1,103 +1,74 @@
-//! Slowing down password guessing: sign-in attempts are counted per key (an email, a client
-//! address) in memory; past a threshold each further attempt locks the key for twice as long as
-//! the previous lock, up to a maximum. An attempt is counted *before* its password is checked,
-//! under one lock for all its keys ([`Throttle::attempt`]), so N guesses sent at once are held to
-//! the same limit as N sent one by one; a success then clears the email's count. Unknown emails
-//! are counted like known ones, so the answers reveal nothing about which accounts exist.
+//! Slowing down password guessing (SPEC §5.1, §5.2): sign-in attempts are counted per key — a
+//! digest of the email tried, and of the client address — in the catalog, so every node sharing
+//! it counts the same attempts ([`crate::catalog`]'s `signin_attempts`). Past a threshold each
+//! further attempt locks the key for twice as long as the previous lock, up to a maximum. An
+//! attempt is counted *before* its password is checked, for all its keys in one catalog
+//! transaction, so guesses sent at once — to one node or to several — are held to the same limit
+//! as guesses sent one by one; a success clears the email's count and gives the address its
+//! attempt back. Unknown emails are counted like known ones, so the answers reveal nothing about
+//! which accounts exist. A key is a 32-byte digest, never the email as typed, so what an attacker
+//! sends cannot grow what is kept.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Counts are forgotten this long after a key's last failure (unless it is still locked).
-const FORGET_AFTER: Duration = Duration::from_secs(3600);
-/// Beyond this many keys, forgotten ones are swept on the next failure.
-const SWEEP_AT: usize = 10_000;
+use sha2::{Digest, Sha256};
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    /// Attempts counted and not refunded (a failure, or an attempt still being checked).
-    failures: u32,
-    /// The limit the last attempt was counted against.
-    allowed: u32,
-    last_failure: Instant,
-    locked_until: Option<Instant>,
+use crate::catalog::{AttemptKey, Catalog, CatalogError};
+
+/// What attempts are counted against: a digest of a kind (`email`, `addr`) and a value.
+pub type Key = [u8; 32];
+
+/// The key of `value` of `kind`.
+pub fn key(kind: &str, value: &str) -> Key {
+    Sha256::new()
+        .chain_update(kind.as_bytes())
+        .chain_update([0])
+        .chain_update(value.as_bytes())
+        .finalize()
+        .into()
 }
 
-/// Failure counts and locks.
-#[derive(Debug)]
+/// The throttle's rules over the catalog's counts.
+#[derive(Debug, Clone, Copy)]
 pub struct Throttle {
-    entries: Mutex<HashMap<String, Entry>>,
     max_lock: Duration,
 }
 
 impl Throttle {
     /// A throttle whose locks last at most `max_lock`.
     pub fn new(max_lock: Duration) -> Throttle {
-        Throttle {
-            entries: Mutex::new(HashMap::new()),
-            max_lock,
-        }
+        Throttle { max_lock }
     }
 
-    /// Counts one sign-in attempt against every `(key, allowed)` before its password is
-    /// checked: `Err(wait)` (and nothing counted) while any key is locked; else each key's count
-    /// goes up, and a key that reaches `allowed` attempts is locked at once, so concurrent
-    /// attempts beyond the limit are refused even while the earlier ones are still being
-    /// checked. A success clears the email's count with [`Throttle::succeed`].
-    pub fn attempt(&self, keys: &[(&str, u32)]) -> Result<(), Duration> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        let locked = keys
+    /// Counts one attempt against every `(key, allowed)`: `Ok(Err(wait))` (nothing counted)
+    /// while any key is locked.
+    pub fn attempt(
+        &self,
+        catalog: &Catalog,
+        keys: &[(Key, u32)],
+    ) -> Result<Result<(), Duration>, CatalogError> {
+        let keys: Vec<AttemptKey<'_>> = keys
             .iter()
-            .filter_map(|(k, _)| entries.get(*k).and_then(|e| e.locked_until))
-            .filter(|until| *until > now)
-            .max();
-        if let Some(until) = locked {
-            return Err(until - now);
-        }
-        if entries.len() >= SWEEP_AT {
-            entries.retain(|_, e| {
-                e.locked_until.is_some_and(|u| u > now)
-                    || now.duration_since(e.last_failure) < FORGET_AFTER
-            });
-        }
-        for &(key, allowed) in keys {
-            let allowed = allowed.max(1);
-            let e = entries.entry(key.to_string()).or_insert(Entry {
-                failures: 0,
-                allowed,
-                last_failure: now,
-                locked_until: None,
-            });
-            if now.duration_since(e.last_failure) >= FORGET_AFTER {
-                e.failures = 0;
-            }
-            e.failures = e.failures.saturating_add(1);
-            e.allowed = allowed;
-            e.last_failure = now;
-            if e.failures >= allowed {
-                let doublings = (e.failures - allowed).min(20);
-                let lock = Duration::from_secs(1u64 << doublings).min(self.max_lock);
-                e.locked_until = Some(now + lock);
-            }
-        }
-        Ok(())
+            .map(|(key, allowed)| AttemptKey {
+                key,
+                allowed: *allowed,
+            })
+            .collect();
+        let max_lock_ms = i64::try_from(self.max_lock.as_millis()).unwrap_or(i64::MAX);
+        Ok(catalog
+            .count_sign_in_attempt(&keys, max_lock_ms)?
+            .map_err(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
     }
 
-    /// A successful sign-in: clears `key` (the email) and takes the attempt back from each of
-    /// `refund` (the address), so people signing in from one address never lock it.
-    pub fn succeed(&self, key: &str, refund: &[&str]) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.remove(key);
-        for k in refund {
-            if let Some(e) = entries.get_mut(*k) {
-                e.failures = e.failures.saturating_sub(1);
-                if e.failures < e.allowed {
-                    e.locked_until = None;
-                }
-            }
-        }
+    /// A successful sign-in: clears `key` (the email), refunds each of `refund` (the address).
+    pub fn succeed(
+        &self,
+        catalog: &Catalog,
+        key: &Key,
+        refund: &[Key],
+    ) -> Result<(), CatalogError> {
+        let refund: Vec<&[u8]> = refund.iter().map(|k| &k[..]).collect();
+        catalog.sign_in_succeeded(key, &refund)
     }
 }
 
@@ -106,52 +77,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn locks_after_the_allowed_attempts_and_doubles() {
-        let t = Throttle::new(Duration::from_secs(60));
-        for _ in 0..5 {
-            assert!(t.attempt(&[("a", 5)]).is_ok());
-        }
-        let first = t.attempt(&[("a", 5)]).unwrap_err();
-        assert!(first <= Duration::from_secs(1) && first > Duration::ZERO);
-        assert!(t.attempt(&[("b", 5)]).is_ok(), "keys are independent");
-        t.succeed("a", &[]);
-        assert!(t.attempt(&[("a", 5)]).is_ok());
-        // Successes give the address its attempt back.
-        for _ in 0..10 {
-            assert!(t.attempt(&[("d", 5), ("office", 2)]).is_ok());
-            t.succeed("d", &["office"]);
-        }
-        for _ in 0..40 {
-            let _ = t.attempt(&[("c", 1)]);
-        }
-        assert!(
-            t.attempt(&[("c", 1)]).unwrap_err() <= Duration::from_secs(60),
-            "capped"
-        );
+    fn keys_are_digests_apart_by_kind() {
+        assert_ne!(key("email", "x"), key("addr", "x"));
+        assert_eq!(key("email", "x"), key("email", "x"));
     }
 
-    /// Attempts are counted before any password is checked: however many arrive at once, no
-    /// more than `allowed` get through, and an attempt refused by a locked key counts against
-    /// none of its keys.
+    /// However many attempts arrive at once, on two handles of one catalog (two nodes), no more
+    /// than `allowed` get through, and an attempt refused by a locked key counts against none of
+    /// its keys.
     #[test]
-    fn concurrent_attempts_are_held_to_the_limit() {
-        let t = Throttle::new(Duration::from_secs(60));
-        let admitted: usize = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..40)
-                .map(|_| s.spawn(|| t.attempt(&[("email", 5), ("addr", 20)]).is_ok()))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| usize::from(h.join().unwrap()))
-                .sum()
-        });
-        assert_eq!(admitted, 5);
-        // "addr" holds 5 attempts: 14 more on other emails pass, the 15th locks it.
-        for i in 0..14 {
-            let other = format!("other{i}");
-            assert!(t.attempt(&[(&other, 5), ("addr", 20)]).is_ok(), "{i}");
+    fn concurrent_attempts_on_two_nodes_are_held_to_the_limit() {
+        for db in crate::catalog::testdb::each() {
+            let nodes = [db.open(), db.open()];
+            let t = Throttle::new(Duration::from_secs(60));
+            let (email, addr) = (key("email", "e"), key("addr", "a"));
+            let admitted: usize = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..40)
+                    .map(|i| {
+                        let node = &nodes[i % 2];
+                        s.spawn(move || t.attempt(node, &[(email, 5), (addr, 20)]).unwrap().is_ok())
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| usize::from(h.join().unwrap()))
+                    .sum()
+            });
+            assert_eq!(admitted, 5);
+            // "addr" holds 5 attempts: 15 more on other emails pass, the next is refused.
+            for i in 0..15 {
+                let other = key("email", &format!("other{i}"));
+                assert!(
+                    t.attempt(&nodes[i % 2], &[(other, 5), (addr, 20)])
+                        .unwrap()
+                        .is_ok()
+                );
+            }
+            let last = key("email", "last");
+            assert!(
+                t.attempt(&nodes[0], &[(last, 5), (addr, 20)])
+                    .unwrap()
+                    .is_err()
+            );
+            // Successes give the address its attempts back.
+            let (d, office) = (key("email", "d"), key("addr", "office"));
+            for _ in 0..10 {
+                assert!(
+                    t.attempt(&nodes[1], &[(d, 5), (office, 2)])
+                        .unwrap()
+                        .is_ok()
+                );
+                t.succeed(&nodes[0], &d, &[office]).unwrap();
+            }
         }
-        assert!(t.attempt(&[("other14", 5), ("addr", 20)]).is_ok());
-        assert!(t.attempt(&[("other15", 5), ("addr", 20)]).is_err());
     }
 }

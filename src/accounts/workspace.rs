@@ -85,6 +85,9 @@ pub struct TableInfo {
 /// Most characters in a name (canvas, element, source table as typed).
 pub const MAX_NAME_CHARS: usize = 200;
 
+/// Largest element row limit (what the catalog stores as a signed 64-bit integer).
+const MAX_LIMIT: u64 = i64::MAX as u64;
+
 /// Most filters on one element.
 const MAX_FILTERS: usize = 100;
 
@@ -219,8 +222,8 @@ impl Accounts {
             None | Some("") => None,
             Some(n) => Some(bounded_name(n, "name", "an element name")?),
         };
-        if new.limit == Some(0) {
-            return Err(invalid("limit", "limit must be at least 1".into()));
+        if new.limit.is_some_and(|l| l == 0 || l > MAX_LIMIT) {
+            return Err(invalid("limit", format!("limit is 1 to {MAX_LIMIT} rows")));
         }
         let schemas = self
             .catalog

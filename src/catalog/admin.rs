@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::quotas::Counted;
 use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
+use super::settled::Settled;
 use super::{Catalog, CatalogError, Result, now_ms};
 use crate::model::TeamId;
 
@@ -200,8 +201,14 @@ impl Catalog {
         })
     }
 
-    /// Turns event ingestion on or off for a team (operator action).
+    /// Turns event ingestion on or off for a team (operator action). Turning it off is in force
+    /// on every node once [`Settled`] has passed ([`Catalog::set_events_enabled_settled`]).
     pub fn set_events_enabled(&self, team: &str, enabled: bool) -> Result<Team> {
+        Ok(self.set_events_enabled_settled(team, enabled)?.0)
+    }
+
+    /// [`Catalog::set_events_enabled`], with when the change is in force everywhere.
+    pub fn set_events_enabled_settled(&self, team: &str, enabled: bool) -> Result<(Team, Settled)> {
         let mut team = self.find_team(team)?;
         self.with(|c| {
             let tx = c.write_transaction()?;
@@ -213,12 +220,12 @@ impl Catalog {
             tx.commit()?;
             Ok(())
         })?;
-        self.auth_changed();
+        let settled = self.auth_changed();
         if enabled {
             self.resolve_events_requests(&team.id)?;
         }
         team.events_enabled = enabled;
-        Ok(team)
+        Ok((team, settled))
     }
 
     /// Creates a key or token for `user`, who must be an owner of `team`. Returns (id, secret);
@@ -317,8 +324,8 @@ impl Catalog {
         })
     }
 
-    /// Revokes a key or token by id; it stops working at the next request.
-    pub fn revoke_secret(&self, kind: SecretKind, id: &str) -> Result<()> {
+    /// Revokes a key or token by id; every node refuses it once [`Settled`] has passed.
+    pub fn revoke_secret(&self, kind: SecretKind, id: &str) -> Result<Settled> {
         self.revoke_team_secret(kind, None, id)
     }
 
@@ -331,7 +338,7 @@ impl Catalog {
         kind: SecretKind,
         team_id: Option<&str>,
         id: &str,
-    ) -> Result<()> {
+    ) -> Result<Settled> {
         self.with(|c| {
             let tx = c.write_transaction()?;
             let n = tx.execute(
@@ -349,8 +356,7 @@ impl Catalog {
             }
             Ok(())
         })?;
-        self.auth_changed();
-        Ok(())
+        Ok(self.auth_changed())
     }
 
     /// Creates a canvas in a team.

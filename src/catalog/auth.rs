@@ -4,10 +4,12 @@
 //!
 //! On PostgreSQL the cache is emptied whenever a transaction that can end a secret's validity
 //! (revocation, events turned on or off) commits on any node: it sends `NOTIFY` (see
-//! [`super::db::listen`]), delivered once it commits, so a change takes effect on every node as
-//! soon as the notification arrives (on one machine, well under a millisecond) — no polling. This
-//! process's own changes empty its cache at once. While the listening connection is down,
-//! nothing is cached: every check queries the catalog.
+//! [`super::db::listen`]), delivered once it commits — no polling. This process's own changes
+//! empty its cache at once. To leave no window between a commit and the notification's arrival
+//! on another node, the cache is trusted only while the listener's heartbeat lease holds
+//! ([`REVOCATION_LEASE`]), and a revocation answers only once that lease has passed since its
+//! commit ([`Settled`]): after that, every node has seen it or stopped trusting its cache. While
+//! the listening connection is down, nothing is cached: every check queries the catalog.
 //!
 //! On SQLite the cache is emptied whenever anything has committed since it was filled
 //! (`PRAGMA data_version`, which changes when *another* connection — this process's pool or
@@ -23,6 +25,7 @@ use super::db::{Conn, OptionalExtension, params};
 
 use super::admin::{SecretKind, TokenAuth};
 use super::db::listen::Listener;
+use super::settled::{REVOCATION_LEASE, Settled};
 use super::{Catalog, Result, now_ms, secrets};
 use crate::model::TeamId;
 
@@ -73,11 +76,18 @@ impl AuthCache {
 
 impl Catalog {
     /// After a change that can affect a secret's validity made through this catalog: the next
-    /// check re-reads the catalog, however recent the last one was.
-    pub(super) fn auth_changed(&self) {
+    /// check here re-reads the catalog, however recent the last one was; returns when every
+    /// other process is sure to have seen it.
+    pub(super) fn auth_changed(&self) -> Settled {
         let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
         s.checked_at = None;
         s.live.clear();
+        let wait = if self.auth.listener.is_some() {
+            REVOCATION_LEASE
+        } else {
+            RECHECK * 2
+        };
+        Settled(std::time::Instant::now() + wait)
     }
 
     /// PostgreSQL: the number of change notifications received so far (`None` when not
@@ -112,6 +122,11 @@ impl Catalog {
             let mut s = self.auth.state.lock().unwrap_or_else(|p| p.into_inner());
             let now = std::time::Instant::now();
             let trusted = match &self.auth.listener {
+                Some(listener) if !listener.heard_within(REVOCATION_LEASE) => {
+                    // A revocation may have committed that this node has not heard of yet.
+                    s.live.clear();
+                    false
+                }
                 Some(listener) => match listener.generation() {
                     Some(generation) => {
                         let generation = generation as i64;
@@ -302,9 +317,11 @@ mod tests {
         assert_eq!(server.write_last_used().unwrap(), 0);
         let listed = cli.list_secrets(SecretKind::EventsToken, &team).unwrap();
         assert!(listed[0].last_used_at.is_some());
-        let before = server.change_generation();
-        cli.revoke_secret(SecretKind::EventsToken, &id).unwrap();
-        later(before);
+        // Once the revocation has settled, the other process refuses the token, whether or not
+        // its notification has arrived: no waiting for it here.
+        cli.revoke_secret(SecretKind::EventsToken, &id)
+            .unwrap()
+            .wait_blocking();
         assert_eq!(
             server.auth_events_token(&token).unwrap(),
             TokenAuth::Invalid

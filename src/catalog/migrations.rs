@@ -239,6 +239,17 @@ CREATE TABLE wal_watermarks (
 ALTER TABLE links ADD COLUMN revoked_at INTEGER;
 UPDATE sessions SET csrf = '';
 "#,
+    // 10: sign-in attempts per key (a digest of an email or an address), shared by every
+    // node, so the throttle and the lockout hold across nodes.
+    r#"
+CREATE TABLE signin_attempts (
+    key          BLOB PRIMARY KEY,
+    attempts     INTEGER NOT NULL,
+    allowed      INTEGER NOT NULL,
+    last_attempt INTEGER NOT NULL,
+    locked_until INTEGER
+);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -202,6 +202,17 @@ CREATE TABLE wal_watermarks (
 ALTER TABLE links ADD COLUMN revoked_at BIGINT;
 UPDATE sessions SET csrf = '';
 "#,
+    // 5 (SQLite's 10): sign-in attempts per key (a digest of an email or an address), shared by every
+    // node, so the throttle and the lockout hold across nodes.
+    r#"
+CREATE TABLE signin_attempts (
+    key          BYTEA PRIMARY KEY,
+    attempts     BIGINT NOT NULL,
+    allowed      BIGINT NOT NULL,
+    last_attempt BIGINT NOT NULL,
+    locked_until BIGINT
+);
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -18,6 +18,8 @@ mod quotas;
 pub mod secrets;
 mod sessions;
 mod settings;
+mod settled;
+mod signin_attempts;
 mod tables;
 mod users;
 mod watermarks;
@@ -45,6 +47,8 @@ pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};
 pub use quotas::Quotas;
 pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, SessionLimits};
 pub use settings::{Change, SettingsChange, TeamSettings};
+pub use settled::{REVOCATION_LEASE, Settled};
+pub use signin_attempts::AttemptKey;
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 pub use users::{User, normalize_email};
 pub use workspace::{CanvasRow, ElementRow, TableStats};
@@ -221,7 +225,10 @@ impl Catalog {
                 config.clone(),
             )?))));
         }
-        let listener = db::listen::Listener::start(config.clone());
+        let listener = db::listen::Listener::start(
+            config.clone(),
+            db::listen::Lease::new(settled::REVOCATION_LEASE),
+        );
         if !listener.wait_up(Duration::from_secs(5)) {
             tracing::warn!(
                 "catalog notifications are not up yet; secret checks query the catalog each time until they are"

@@ -85,23 +85,65 @@ impl Catalog {
         user_id: &str,
         address: Option<&str>,
     ) -> Result<(Session, String)> {
+        self.start_session(user_id, address, None)?
+            .ok_or_else(|| CatalogError::NotFound(format!("no user {user_id:?}")))
+    }
+
+    /// Starts a session for `user_id` only if its password hash is still `password_hash` (the
+    /// one just verified): checked and inserted in one write transaction, so a reset or removal
+    /// that commits while the password was being checked wins. `None` when it did.
+    pub fn create_session_for_password(
+        &self,
+        user_id: &str,
+        password_hash: &str,
+        address: Option<&str>,
+    ) -> Result<Option<(Session, String)>> {
+        self.start_session(user_id, address, Some(password_hash))
+    }
+
+    fn start_session(
+        &self,
+        user_id: &str,
+        address: Option<&str>,
+        password_hash: Option<&str>,
+    ) -> Result<Option<(Session, String)>> {
         let secret = secrets::new_secret(SESSION_PREFIX);
         let csrf = secrets::csrf_token(&secret);
         let id = secrets::new_id("se");
         let now = now_ms();
-        self.with(|c| {
-            c.execute(
+        let started = self.with(|c| {
+            let tx = c.write_transaction()?;
+            let current: Option<Option<String>> = tx
+                .query_row(
+                    "SELECT password_hash FROM users WHERE id = ?1 AND removed_at IS NULL",
+                    params![user_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let still = match (current, password_hash) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(now_hash), Some(expected)) => now_hash.as_deref() == Some(expected),
+            };
+            if !still {
+                return Ok(false);
+            }
+            tx.execute(
                 "INSERT INTO sessions (id, hash, user_id, csrf, address, created_at, last_seen_at)
                  VALUES (?1, ?2, ?3, '', ?4, ?5, ?5)",
                 params![id, secrets::hash(&secret), user_id, address, now],
             )?;
-            Ok(())
+            tx.commit()?;
+            Ok(true)
         })?;
+        if !started {
+            return Ok(None);
+        }
         let user = self
             .user(user_id)?
             .ok_or_else(|| CatalogError::NotFound(format!("no user {user_id:?}")))?;
         let team = self.find_team(&user.team_id)?;
-        Ok((
+        Ok(Some((
             Session {
                 id,
                 user,
@@ -109,7 +151,7 @@ impl Catalog {
                 csrf,
             },
             secret,
-        ))
+        )))
     }
 
     /// The live session behind a cookie value: not revoked, not idle or older than `limits`,

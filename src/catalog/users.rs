@@ -1,5 +1,6 @@
 //! Users of a team (SPEC §5.1): creation with an email, roles with the last-owner rule (a role
-//! change ends the user's sessions), removal, and password hashes (stored as given: the caller
+//! change ends the user's sessions; an owner demoted or removed loses their pending invites),
+//! removal, and password hashes (stored as given: the caller
 //! hashes). The one-time links that set a password or accept an invite are in `links`.
 
 use super::db::{Conn, DbError, DbResult, OptionalExtension, Row, params};
@@ -195,8 +196,12 @@ impl Catalog {
                 params![role.as_str(), user_id],
             )?;
             if user.role != role {
-                // Whoever holds a session signs in again under the new role.
+                // Whoever holds a session signs in again under the new role, and an owner who
+                // is no longer one has no pending invites (they would never work again).
                 end_sessions_of(&tx, user_id, now_ms())?;
+                if role == Role::Member {
+                    revoke_invites_of(&tx, user_id, now_ms())?;
+                }
             }
             tx.commit()?;
             Ok(User { role, ..user })
@@ -219,6 +224,7 @@ impl Catalog {
             )?;
             end_sessions_of(&tx, user_id, now)?;
             revoke_pats_of(&tx, user_id, now)?;
+            revoke_invites_of(&tx, user_id, now)?;
             tx.commit()?;
             Ok(user)
         })?;
@@ -230,6 +236,15 @@ impl Catalog {
 pub(super) fn end_sessions_of(c: &Conn, user_id: &str, now: i64) -> DbResult<usize> {
     c.execute(
         "UPDATE sessions SET revoked_at = ?1 WHERE user_id = ?2 AND revoked_at IS NULL",
+        params![now, user_id],
+    )
+}
+
+/// Revokes every pending invite `user_id` sent (inside the caller's transaction).
+pub(super) fn revoke_invites_of(c: &Conn, user_id: &str, now: i64) -> DbResult<usize> {
+    c.execute(
+        "UPDATE links SET revoked_at = ?1 WHERE created_by = ?2 AND kind = 'invite'
+         AND used_at IS NULL AND revoked_at IS NULL",
         params![now, user_id],
     )
 }

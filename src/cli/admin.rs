@@ -308,7 +308,11 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                 EventsCommand::Disable { team } => (team, false),
                 EventsCommand::Requests => return super::users::events_requests(&catalog),
             };
-            let t = catalog.set_events_enabled(&team, on)?;
+            // Turning events off answers once no node accepts the team's tokens any more.
+            let (t, settled) = catalog.set_events_enabled_settled(&team, on)?;
+            if !on {
+                settled.wait_blocking();
+            }
             let state = if on { "enabled" } else { "disabled" };
             out(
                 json!({"id": t.id, "events_enabled": on}),
@@ -419,7 +423,8 @@ fn secrets(
             out(json!(list), human)
         }
         SecretCommand::Revoke { id } => {
-            catalog.revoke_secret(kind, &id)?;
+            // Answered once no node accepts it any more.
+            catalog.revoke_secret(kind, &id)?.wait_blocking();
             out(
                 json!({"id": id, "revoked": true}),
                 format!("revoked {noun} {id}"),

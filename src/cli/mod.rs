@@ -61,6 +61,12 @@ pub enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Serve(_) | Command::Admin { .. }) {
+        // What these create under the data dir (the catalog, the WAL, demo.json) is their
+        // user's alone, whichever of them creates it first. (A download's output file keeps the
+        // user's umask.)
+        crate::files::private_umask();
+    }
     let json = cli.json;
     // The server-side commands read the config; the bench is a plain client and does not.
     let config = |listen: Option<String>| {

@@ -34,7 +34,6 @@ fn init_logging(config: &Config) {
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down gracefully (exit 0).
 pub fn run(config: Config, args: ServeArgs) -> ExitCode {
-    crate::files::private_umask();
     init_logging(&config);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -23,7 +23,8 @@ pub struct ServerConfig {
     pub header_timeout: HumanDuration,
     /// Time to receive a whole request body, from the end of its head; then 408 and close.
     pub body_timeout: HumanDuration,
-    /// A keep-alive connection with no request in flight is closed after this long.
+    /// A keep-alive connection with no request in flight is closed after this long; so is one
+    /// whose client reads nothing of a response for this long.
     pub idle_timeout: HumanDuration,
     /// Most open connections; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,

@@ -19,6 +19,50 @@ fn too_large(limit: usize) -> ApiError {
     )
 }
 
+/// Receives the whole body of a state-changing request (any method but GET and HEAD) before
+/// anything else of it is looked at, so that who the caller is and what they may do is checked
+/// when the request is complete — not when its head arrived, possibly a body timeout earlier,
+/// while the caller's rights may have ended since. The bytes are kept as sent (still gzipped,
+/// if so); at most `2 × limit` raw bytes, the handler enforcing `limit` after decoding.
+pub async fn receive_first(
+    req: axum::extract::Request,
+    limit: usize,
+) -> Result<axum::extract::Request, ApiError> {
+    use axum::http::Method;
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        return Ok(req);
+    }
+    let (parts, body) = req.into_parts();
+    let raw_limit = limit.saturating_mul(2);
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > raw_limit as u64) {
+        return Err(too_large(limit));
+    }
+    let bytes = axum::body::to_bytes(body, raw_limit)
+        .await
+        .map_err(|e| body_error(e, limit))?;
+    Ok(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+}
+
+fn body_error(e: axum::Error, limit: usize) -> ApiError {
+    let inner = e.into_inner();
+    if inner.is::<http_body_util::LengthLimitError>() {
+        too_large(limit)
+    } else if is_body_timeout(&*inner) {
+        ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!("{inner}; send the whole body promptly"),
+        )
+    } else {
+        ApiError::bad_request("invalid_body", format!("could not read the body: {inner}"))
+    }
+}
+
 /// Reads the whole body, refusing more than `limit` bytes (after decompression).
 pub async fn read_limited(
     headers: &HeaderMap,
@@ -47,20 +91,9 @@ pub async fn read_limited(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let inner = e.into_inner();
-        if inner.is::<http_body_util::LengthLimitError>() {
-            too_large(limit)
-        } else if is_body_timeout(&*inner) {
-            ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                "body_timeout",
-                format!("{inner}; send the whole body promptly"),
-            )
-        } else {
-            ApiError::bad_request("invalid_body", format!("could not read the body: {inner}"))
-        }
-    })?;
+    let raw = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|e| body_error(e, limit))?;
     if !gzip {
         return Ok(raw);
     }

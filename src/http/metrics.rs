@@ -29,6 +29,15 @@ pub fn init() {
 pub fn router(state: AppState) -> axum::Router {
     axum::Router::new()
         .route("/metrics", axum::routing::get(render))
+        .layer(axum::middleware::map_response(
+            |mut resp: Response| async move {
+                resp.headers_mut().insert(
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    axum::http::HeaderValue::from_static("nosniff"),
+                );
+                resp
+            },
+        ))
         .with_state(state)
 }
 

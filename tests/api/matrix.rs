@@ -187,6 +187,7 @@ async fn bad_input_is_refused_with_the_field_named() {
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"!!"} | 400 invalid_request source"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","limit":0} | 400 invalid_request limit"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","limit":-1} | 400 invalid_request limit"#,
+        r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","limit":18446744073709551615} | 400 invalid_request limit"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","filters":{}} | 400 invalid_request filters"#,
         r#"POST /api/v1/canvases/{canvas}/elements | {"source":"tracks","colour":1} | 400 invalid_request colour"#,
         // Bounds (SPEC §5.2): names, and columns and filters checked against the table.

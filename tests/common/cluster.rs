@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::process::{BIN, kill_group, own_group};
+use super::process::{bin, kill_group, own_group};
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
 pub fn free_port() -> u16 {
@@ -113,7 +113,7 @@ impl Cluster {
     /// (Re)starts node `i` on its port with its data dir, and waits until it is ready.
     pub async fn start_node(&mut self, i: usize) {
         let node = &mut self.nodes[i];
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin());
         own_group(&mut cmd);
         cmd.args([
             "serve",
@@ -244,7 +244,7 @@ impl Cluster {
 
     /// `stowage admin --json …` against the shared catalog.
     pub fn admin(&self, args: &[&str]) -> serde_json::Value {
-        let out = Command::new(BIN)
+        let out = Command::new(bin())
             .args(["admin", "--json"])
             .args(args)
             .arg("--data-dir")

@@ -77,6 +77,7 @@ async fn origins_headers_metrics_and_files() {
         .await
         .unwrap();
     assert_eq!(metrics.status(), 200);
+    assert_eq!(metrics.headers()["x-content-type-options"], "nosniff");
     assert!(metrics.text().await.unwrap().contains("stowage_"));
 
     // Files holding secrets are the owner's alone.
@@ -165,6 +166,10 @@ async fn silent_connections_close_early_and_one_address_cannot_take_every_slot()
     let (answer, closed) = until_closed(fifth, Duration::from_secs(5)).await;
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer:?}");
     assert!(answer.contains("too_many_connections"), "{answer:?}");
+    assert!(
+        answer.contains("x-content-type-options: nosniff"),
+        "{answer:?}"
+    );
     assert!(closed.is_some(), "and closed");
     // Another address is still served.
     let mut other = connect_from(11, addr).await;
@@ -188,4 +193,85 @@ async fn silent_connections_close_early_and_one_address_cannot_take_every_slot()
     })
     .await;
     assert!(got_in, "the freed slot is usable");
+}
+
+/// The kernel's view of a socket: `TCP_ESTABLISHED` (1) while the peer has not closed it.
+fn tcp_state(s: &TcpStream) -> u8 {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `info` is a plain C struct the kernel fills; `len` says how much room it has.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        );
+        assert_eq!(rc, 0, "getsockopt(TCP_INFO)");
+        info.tcpi_state
+    }
+}
+
+/// A client that pipelines requests and reads none of the answers fills the server's socket;
+/// hyper then stops reading, so no read deadline runs. The write that finds no room fails after
+/// the idle timeout and the connection ends, where before it was held forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_reads_nothing_is_cut_off() {
+    let demo = Demo::start(&[
+        ("STOWAGE_SERVER__IDLE_TIMEOUT", "2s"),
+        ("STOWAGE_SERVER__HEADER_TIMEOUT", "2s"),
+    ])
+    .await;
+    let addr: SocketAddr = demo
+        .api
+        .base
+        .strip_prefix("http://")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let s = socket.connect(addr).await.unwrap();
+    // Pipeline requests until the socket takes no more (the server stopped reading).
+    let request = b"GET /login HTTP/1.1\r\nHost: x\r\n\r\n".repeat(100);
+    let mut sent = 0usize;
+    let mut stuck_since = None;
+    let started = Instant::now();
+    while stuck_since.is_none_or(|t: Instant| t.elapsed() < Duration::from_millis(500)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the socket never filled: {sent} bytes taken in 30 s"
+        );
+        match s.try_write(&request) {
+            Ok(n) => {
+                sent += n;
+                stuck_since = None;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                stuck_since.get_or_insert_with(Instant::now);
+                tokio::time::timeout(Duration::from_millis(50), s.writable())
+                    .await
+                    .ok();
+            }
+            Err(e) => panic!("the server closed before it stalled: {e} after {sent} bytes"),
+        }
+    }
+    assert!(sent > 100_000, "pipelined {sent} bytes");
+    let closed =
+        super::common::wait_for(Duration::from_secs(20), || async { tcp_state(&s) != 1 }).await;
+    assert!(
+        closed,
+        "a connection whose client reads nothing is never closed"
+    );
+    // The server still serves everyone else.
+    let health = demo
+        .api
+        .http
+        .get(format!("{}/healthz", demo.api.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
 }

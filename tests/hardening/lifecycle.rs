@@ -256,3 +256,44 @@ async fn inviting_an_email_with_an_account_elsewhere_tells_nothing() {
         .await
         .expect(409, Some("email_taken"), "the link's user learns it");
 }
+
+/// A change is judged when its whole body has arrived: an owner who sends a request's head,
+/// is removed, then sends the body, is no longer an owner by then.
+#[tokio::test(flavor = "multi_thread")]
+async fn rights_are_checked_when_the_body_has_arrived() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let demo = Demo::start(&[]).await;
+    let (b, _) = demo.new_user("owner").await;
+    let (c, _) = demo.new_user("member").await;
+    let addr = demo.api.base.strip_prefix("http://").unwrap().to_string();
+    let body = r#"{"role":"owner"}"#;
+    let mut held = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "PATCH /api/v1/members/{} HTTP/1.1\r\nHost: {addr}\r\nOrigin: {}\r\n\
+         Cookie: stowage_session={}\r\nX-CSRF-Token: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        c.user_id,
+        demo.api.base,
+        b.cookie.as_ref().unwrap(),
+        b.csrf.as_ref().unwrap(),
+        body.len()
+    );
+    held.write_all(head.as_bytes()).await.unwrap();
+    demo.api
+        .delete(&demo.owner, &format!("/api/v1/members/{}", b.user_id))
+        .await
+        .ok(204, "remove B while its request is half sent");
+    held.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    held.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let members = demo.api.get(&demo.owner, "/api/v1/members").await;
+    let c_now = members.json["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == c.user_id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(c_now["role"], "member", "the removed owner promoted nobody");
+}

@@ -2,6 +2,7 @@
 //! are checked, and password hashing is bounded in memory however many arrive.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 use futures::future::join_all;
 use serde_json::json;
@@ -124,4 +125,55 @@ async fn a_crowd_of_sign_ins_stays_within_the_memory_bound() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
+}
+
+/// A sign-in with the right password that is still waiting for its hash when the operator
+/// resets the password gets no session: the session starts only if the password checked is
+/// still the account's (one slot, a queue of wrong guesses ahead of the thief, the reset while
+/// they wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sign_in_in_flight_does_not_survive_a_reset() {
+    let demo = Demo::start(&[
+        ("STOWAGE_ACCOUNTS__HASH_CONCURRENCY", "1"),
+        ("STOWAGE_ACCOUNTS__HASH_WAIT", "30s"),
+    ])
+    .await;
+    let (email, password) = (
+        demo.proc.demo_str("owner_email"),
+        demo.proc.demo_str("owner_password"),
+    );
+    let base = demo.api.base.clone();
+    // 40 guesses for other accounts fill the queue for the one hashing slot...
+    let queue: Vec<_> = (0..40u32)
+        .map(|i| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                sign_in_alone(
+                    &base,
+                    40 + (i / 10) as u8,
+                    &format!("q{i}@queue.example"),
+                    "guess guess",
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // ... the thief's right password waits behind them while the operator resets.
+    let thief = {
+        let (base, email, password) = (base.clone(), email.clone(), password.clone());
+        tokio::spawn(async move { sign_in_alone(&base, 50, &email, &password).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!thief.is_finished(), "the thief's sign-in is still queued");
+    demo.admin(&["user", "reset", "--email", &email]);
+    let r = thief.await.unwrap();
+    r.expect(
+        401,
+        Some("invalid_credentials"),
+        "a sign-in checked against the old password",
+    );
+    for q in queue {
+        assert_eq!(q.await.unwrap().status, 401);
+    }
 }

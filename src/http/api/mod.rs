@@ -127,6 +127,16 @@ pub fn routes() -> Router<AppState> {
         // an API client always gets the JSON body.
         .route("/api/v1", any(no_such_endpoint))
         .route("/api/v1/{*rest}", any(no_such_endpoint))
+        .layer(axum::middleware::from_fn(receive_first))
+}
+
+/// A change is looked at only once its whole body is in: the caller and its rights are
+/// resolved then ([`crate::http::body::receive_first`]).
+async fn receive_first(req: Request, next: axum::middleware::Next) -> Response {
+    match super::body::receive_first(req, MAX_BODY).await {
+        Ok(req) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
 }
 
 /// Answers other methods with 405 and `Allow`.

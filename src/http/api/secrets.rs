@@ -138,7 +138,11 @@ pub async fn revoke_key(
     Protected { caller: c, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.accounts.revoke_secret(&c, SecretKind::DataKey, &id)?;
+    // Answered once no node accepts it any more.
+    s.accounts
+        .revoke_secret(&c, SecretKind::DataKey, &id)?
+        .wait()
+        .await;
     Ok(deleted())
 }
 
@@ -163,7 +167,11 @@ pub async fn revoke_token(
     Protected { caller: c, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    s.accounts.revoke_secret(&c, SecretKind::EventsToken, &id)?;
+    // Answered once no node accepts it any more.
+    s.accounts
+        .revoke_secret(&c, SecretKind::EventsToken, &id)?
+        .wait()
+        .await;
     Ok(deleted())
 }
 

@@ -7,7 +7,8 @@
 //! `header_timeout` runs from the first one — and a new connection starts here, its timer
 //! running from the accept, so one that sends nothing is closed at the header timeout), *busy* (hyper has parsed a head and the response
 //! is not fully written; no connection timer — the body has its own deadline, and responses such
-//! as downloads may take as long as the client needs). Hyper's own `header_read_timeout` is not
+//! as downloads may take as long as the client needs, as long as it keeps reading: a write that
+//! finds no room for `idle_timeout` ends the connection). Hyper's own `header_read_timeout` is not
 //! used: in hyper 1.12 its timer starts whenever hyper waits for a head — at accept and right
 //! after every response — so it would also close idle keep-alive connections after the header
 //! timeout, and an idle timeout longer than that could never take effect.
@@ -214,6 +215,10 @@ struct Watched<S> {
     timer: Pin<Box<Sleep>>,
     /// The deadline `timer` is set to.
     armed: Instant,
+    /// Fails a write the client has not made room for within the idle timeout.
+    write_timer: Pin<Box<Sleep>>,
+    /// Whether the last write found no room (and `write_timer` runs for it).
+    write_stalled: bool,
 }
 
 impl<S> Watched<S> {
@@ -225,6 +230,8 @@ impl<S> Watched<S> {
             limits,
             timer: Box::pin(tokio::time::sleep_until(armed)),
             armed,
+            write_timer: Box::pin(tokio::time::sleep_until(armed)),
+            write_stalled: false,
         }
     }
 }
@@ -260,13 +267,43 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     }
 }
 
+impl<S> Watched<S> {
+    /// The outcome of a write: progress clears the stall; no room starts (or keeps) the write
+    /// timer, and once it has run for the idle timeout the write fails. A client that sends
+    /// requests but reads none of the answers (pipelining into a full socket) would otherwise
+    /// hold its connection forever: hyper stops reading while it cannot write, so no read
+    /// deadline ever runs. A download the client keeps reading, however slowly, never stalls.
+    fn written(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        if result.is_ready() {
+            self.write_stalled = false;
+            return result;
+        }
+        if !self.write_stalled {
+            self.write_stalled = true;
+            let deadline = Instant::now() + self.limits.idle_timeout;
+            self.write_timer.as_mut().reset(deadline);
+        }
+        ready!(self.write_timer.as_mut().poll(cx));
+        Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client read nothing of the response in time",
+        )))
+    }
+}
+
 impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.written(cx, result)
     }
 
     fn poll_write_vectored(
@@ -274,7 +311,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let result = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.written(cx, result)
     }
 
     fn is_write_vectored(&self) -> bool {

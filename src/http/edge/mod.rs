@@ -196,7 +196,8 @@ const TOO_MANY: &str = r#"{"error":{"code":"too_many_connections","message":"too
 fn refuse(stream: tokio::net::TcpStream) {
     let response = format!(
         "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{TOO_MANY}",
+         x-content-type-options: nosniff\r\nconnection: close\r\ncontent-length: {}\r\n\r\n\
+         {TOO_MANY}",
         TOO_MANY.len()
     );
     let _ = stream.try_write(response.as_bytes());

@@ -197,12 +197,35 @@ pub async fn revoke_invite(Path(id): Path<String>, action: Action<Empty>) -> Res
     })
 }
 
-/// Revokes a data key.
+/// Revokes a data key; answers once no node accepts it any more.
 pub async fn revoke_key(Path(id): Path<String>, action: Action<Empty>) -> Response {
-    action.run("keys", |a, c, _| {
-        a.revoke_secret(c, SecretKind::DataKey, &id)?;
-        Ok(notice("Key revoked; it no longer works."))
-    })
+    revoke(
+        action,
+        "keys",
+        SecretKind::DataKey,
+        &id,
+        "Key revoked; it no longer works.",
+    )
+    .await
+}
+
+/// Revokes a key or token; the page answers once the revocation is in force on every node.
+async fn revoke(
+    action: Action<Empty>,
+    section: &str,
+    kind: SecretKind,
+    id: &str,
+    done: &'static str,
+) -> Response {
+    let mut settled = None;
+    let page = action.run(section, |a, c, _| {
+        settled = Some(a.revoke_secret(c, kind, id)?);
+        Ok(notice(done))
+    });
+    if let Some(settled) = settled {
+        settled.wait().await;
+    }
+    page
 }
 
 /// Asks the operator to enable events.
@@ -225,12 +248,10 @@ pub async fn create_token(action: Action<Named>) -> Response {
     })
 }
 
-/// Revokes an events token.
+/// Revokes an events token; answers once no node accepts it any more.
 pub async fn revoke_token(Path(id): Path<String>, action: Action<Empty>) -> Response {
-    action.run("events", |a, c, _| {
-        a.revoke_secret(c, SecretKind::EventsToken, &id)?;
-        Ok(notice("Events token revoked; it no longer works."))
-    })
+    let done = "Events token revoked; it no longer works.";
+    revoke(action, "events", SecretKind::EventsToken, &id, done).await
 }
 
 /// Creates a canvas.

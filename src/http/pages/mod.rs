@@ -59,7 +59,22 @@ pub fn routes() -> Router<AppState> {
         .route("/settings/pats/{id}/revoke", post(a::revoke_pat))
         .route("/static/style.css", get(style))
         .route("/static/copy.js", get(script))
+        .layer(axum::middleware::from_fn(receive_first))
         .layer(axum::middleware::map_response(harden))
+}
+
+/// A form is looked at only once its whole body is in: the caller and its rights are resolved
+/// then ([`crate::http::body::receive_first`]); a body that cannot be received gets an HTML page.
+async fn receive_first(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    match super::body::receive_first(req, MAX_FORM).await {
+        Ok(req) => next.run(req).await,
+        Err(e) => message(
+            e.status,
+            "The form could not be read",
+            &view::sentence(&e.message),
+            ("/settings", "Back to settings"),
+        ),
+    }
 }
 
 /// Headers on every response of the pages: not stored by caches (they show secrets and CSRF
