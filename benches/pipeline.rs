@@ -12,9 +12,9 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use stowage::config::ParquetConfig;
 use stowage::download::encode::{self, JsonEncoder};
 use stowage::download::format::Format;
-use stowage::ingest::buffer::TableBuffer;
 use stowage::ingest::event::{EventRows, parse_event};
-use stowage::warehouse::schema::TableSchema;
+use stowage::model::schema::TableSchema;
+use stowage::warehouse::buffer::TableBuffer;
 use stowage::warehouse::writer;
 
 const SAMPLE: &[u8] = include_bytes!("../data/sample-event.json");

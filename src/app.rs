@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Location, Quotas};
 use crate::config::{Config, ConfigError};
 use crate::http::{AppState, edge, router};
 use crate::ingest::Ingest;
@@ -38,7 +38,7 @@ pub async fn build_state_with_store(
             config.storage.data_dir.display()
         )
     })?;
-    let location = config.catalog_location()?;
+    let location = Location::of(&config)?;
     tracing::info!(catalog = ?location, "opening the catalog");
     let catalog =
         Arc::new(tokio::task::spawn_blocking(move || Catalog::open_location(&location)).await??);
@@ -68,7 +68,7 @@ pub async fn build_state_with_store(
         config.storage.prefix.clone(),
         config.flush.orphan_grace.0,
     );
-    catalog.set_quotas(config.accounts.quotas());
+    catalog.set_quotas(Quotas::from_config(&config.accounts));
     let accounts = Arc::new(crate::accounts::Accounts::new(
         catalog.clone(),
         config.accounts.clone(),

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::accounts::password;
+use crate::accounts::workspace::share_url;
 use crate::catalog::{Catalog, CatalogError, NewElement, Role, SecretKind};
 
 /// The contents of `demo.json` (SPEC §5), plus the element on the sample event's table.
@@ -157,14 +158,6 @@ fn seed_owner(
     let fresh = crate::catalog::secrets::new_id("demo");
     catalog.set_password_hash(&user.id, &password::hash(&fresh))?;
     Ok(fresh)
-}
-
-/// `{app_url}/canvas/<canvasId>/element/<elementId>/new-canvas`
-pub fn share_url(app_url: &str, canvas: &str, element: &str) -> String {
-    format!(
-        "{}/canvas/{canvas}/element/{element}/new-canvas",
-        app_url.trim_end_matches('/')
-    )
 }
 
 /// The curl commands printed at start-up.

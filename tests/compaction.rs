@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::TestServer;
 use serde_json::{Value, json};
-use stowage::catalog::TeamId;
 use stowage::config::CompactionConfig;
+use stowage::model::TeamId;
 use stowage::warehouse::compaction::Compactor;
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use common::{TestServer, seed, wait_for};
 use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use serde_json::json;
-use stowage::catalog::TeamId;
+use stowage::model::TeamId;
 use stowage::store::faulty::FaultyStore;
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use std::process::Command;
 use common::process::BIN;
 use common::{TestServer, status_json};
 use serde_json::{Value, json};
-use stowage::catalog::TeamId;
+use stowage::model::TeamId;
 
 async fn post(t: &TestServer, query: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
     let resp = t

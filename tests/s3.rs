@@ -17,8 +17,8 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde_json::json;
-use stowage::catalog::TeamId;
 use stowage::config::{CompactionConfig, Config};
+use stowage::model::TeamId;
 use stowage::warehouse::compaction::Compactor;
 
 /// Every object key in the store, sorted.

@@ -265,7 +265,7 @@ async fn clock_skew_rule_for_segment_and_rudderstack_messages() {
     let time = |v: &Value| (!v.is_null()).then(|| micros(v));
     let mut checked = 0;
     // Every message's row is checked: the counts must match at the end.
-    for table in stowage::warehouse::naming::CALL_TABLES {
+    for table in stowage::model::naming::CALL_TABLES {
         let element = t.element(table, None);
         for row in t.rows(&element).await {
             let c = expected[row["id"].as_str().unwrap()];

@@ -6,8 +6,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{AccountError, Accounts, Caller, Result};
-use crate::catalog::{CanvasRow, ElementRow, NewElement, TeamId};
-use crate::demo::share_url;
+use crate::catalog::{CanvasRow, ElementRow, NewElement};
+use crate::model::TeamId;
+
+/// `{app_url}/canvas/<canvasId>/element/<elementId>/new-canvas`
+pub fn share_url(app_url: &str, canvas: &str, element: &str) -> String {
+    format!(
+        "{}/canvas/{canvas}/element/{element}/new-canvas",
+        app_url.trim_end_matches('/')
+    )
+}
 
 /// A canvas with its elements.
 #[derive(Debug, Clone, Serialize)]
@@ -202,11 +210,8 @@ impl Accounts {
         self.catalog.canvas(&caller.team.id, canvas_id)?;
         let invalid =
             |field: &'static str, message: String| AccountError::Invalid { field, message };
-        let source = crate::warehouse::naming::normalize(&bounded_name(
-            &new.source,
-            "source",
-            "a table name",
-        )?);
+        let source =
+            crate::model::naming::normalize(&bounded_name(&new.source, "source", "a table name")?);
         if source.is_empty() {
             return Err(invalid(
                 "source",
@@ -246,7 +251,7 @@ impl Accounts {
             }
             let mut seen = std::collections::HashSet::new();
             for c in columns {
-                let n = crate::warehouse::naming::normalize(c);
+                let n = crate::model::naming::normalize(c);
                 if !known.iter().any(|col| col.name == n) {
                     return Err(invalid("columns", unknown(c)));
                 }

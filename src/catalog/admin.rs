@@ -7,7 +7,8 @@ use serde::Serialize;
 use super::quotas::Counted;
 use super::secrets::{self, DATA_KEY_PREFIX, EVENTS_TOKEN_PREFIX};
 use super::settled::Settled;
-use super::{Catalog, CatalogError, Result, TeamId, now_ms};
+use super::{Catalog, CatalogError, Result, now_ms};
+use crate::model::TeamId;
 
 /// A team row.
 #[derive(Debug, Clone, Serialize)]
@@ -390,7 +391,7 @@ impl Catalog {
     /// Creates a table element on a canvas; returns its id. The table and column names are
     /// normalised like event names, so `--table "Purchased an Item"` means `purchased_an_item`.
     pub fn create_element(&self, e: &NewElement) -> Result<String> {
-        use crate::warehouse::naming::normalize;
+        use crate::model::naming::normalize;
         let source = normalize(&e.table);
         if source.is_empty() {
             return Err(CatalogError::Refused(format!(

@@ -26,7 +26,8 @@ use super::db::{Conn, OptionalExtension, params};
 use super::admin::{SecretKind, TokenAuth};
 use super::db::listen::Listener;
 use super::settled::{REVOCATION_LEASE, Settled};
-use super::{Catalog, Result, TeamId, now_ms, secrets};
+use super::{Catalog, Result, now_ms, secrets};
+use crate::model::TeamId;
 
 /// The catalog is re-checked for changes at most this often.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(1);

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::testdb::{TestDb, each, pg};
 use super::*;
+use crate::model::TeamId;
 
 fn file(table: &str, path: &str, bytes: u64) -> NewDataFile {
     NewDataFile {

@@ -4,7 +4,8 @@
 use super::db::{DbResult, OptionalExtension, params};
 
 use super::tables::merge_schema_tx;
-use super::{Catalog, NewDataFile, Result, TeamId, now_ms};
+use super::{Catalog, NewDataFile, Result, now_ms};
+use crate::model::TeamId;
 
 /// A live file as compaction sees it.
 #[derive(Debug, Clone)]

@@ -32,10 +32,12 @@ pub(crate) mod testdb;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::config::Config;
+use crate::config::catalog::redact;
 use db::{Conn, DbError};
 
 pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
@@ -50,29 +52,6 @@ pub use signin_attempts::AttemptKey;
 pub use tables::{DataFile, NewDataFile, SnapshotId, TableSnapshot};
 pub use users::{User, normalize_email};
 pub use workspace::{CanvasRow, ElementRow, TableStats};
-
-/// A team id (`tm_…`), cheap to clone.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TeamId(pub Arc<str>);
-
-impl TeamId {
-    /// The id text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for TeamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl From<&str> for TeamId {
-    fn from(s: &str) -> Self {
-        TeamId(s.into())
-    }
-}
 
 /// What went wrong in the catalog.
 #[derive(Debug, thiserror::Error)]
@@ -140,10 +119,17 @@ impl Location {
                 field: "catalog.url",
                 message: format!(
                     "catalog.url must be empty (SQLite under the data dir) or postgres://…, not {}",
-                    db::postgres::redact(url)
+                    redact(url)
                 ),
             })
         }
+    }
+}
+
+impl Location {
+    /// Where `config` puts the catalog: `catalog.url`, or the SQLite file under the data dir.
+    pub fn of(config: &Config) -> Result<Location> {
+        Location::from_url(&config.catalog.url, config.catalog_path())
     }
 }
 
@@ -151,7 +137,7 @@ impl fmt::Debug for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Location::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
-            Location::Postgres(url) => f.write_str(&db::postgres::redact(url)),
+            Location::Postgres(url) => f.write_str(&redact(url)),
         }
     }
 }
@@ -282,4 +268,42 @@ fn new_owner() -> String {
 /// Milliseconds since the epoch, the catalog's time unit.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Overrides;
+    use crate::config::tests::env;
+
+    #[test]
+    fn the_catalog_url_comes_from_the_environment_and_its_password_stays_out_of_logs() {
+        let c = Config::load(
+            None,
+            env(&[(
+                "STOWAGE_CATALOG__URL",
+                "postgres://u:hunter2@db:5432/stowage",
+            )]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(matches!(
+            Location::of(&c).unwrap(),
+            Location::Postgres(url) if url.ends_with("@db:5432/stowage")
+        ));
+        let shown = format!("{:?} {:?}", c, Location::of(&c).unwrap());
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let d = Config::default();
+        assert_eq!(
+            Location::of(&d).unwrap(),
+            Location::Sqlite(d.catalog_path())
+        );
+        let mut bad = Config::default();
+        bad.catalog.url = "mysql://u:hunter2@db/x".into();
+        let err = Location::of(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("catalog.url") && !err.contains("hunter2"),
+            "{err}"
+        );
+    }
 }

@@ -105,7 +105,8 @@ pub(super) fn consume(tx: &Conn, owner: &str, path: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{NewDataFile, TeamId};
+    use crate::catalog::NewDataFile;
+    use crate::model::TeamId;
 
     fn file(path: &str) -> NewDataFile {
         NewDataFile {

@@ -7,6 +7,7 @@
 
 use super::db::{Conn, params};
 use super::{Catalog, CatalogError, Result, now_ms};
+use crate::config::AccountsConfig;
 
 /// The ceilings; `u64::MAX` is none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +36,18 @@ impl Quotas {
         elements: u64::MAX,
         invites: u64::MAX,
     };
+
+    /// The ceilings `[accounts]` sets for a serving process.
+    pub fn from_config(accounts: &AccountsConfig) -> Quotas {
+        Quotas {
+            keys: accounts.max_keys,
+            tokens: accounts.max_tokens,
+            pats_per_user: accounts.max_pats_per_user,
+            canvases: accounts.max_canvases,
+            elements: accounts.max_elements,
+            invites: accounts.max_invites,
+        }
+    }
 }
 
 /// One counted kind of thing, with the id its count is kept for.

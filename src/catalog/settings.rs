@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Catalog, Result, TeamId};
+use super::{Catalog, Result};
+use crate::model::TeamId;
 
 /// One team's overrides; `None` is the global default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

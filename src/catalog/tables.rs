@@ -5,8 +5,9 @@ use std::collections::HashMap;
 
 use super::db::{Conn, OptionalExtension, params};
 
-use super::{Catalog, Result, TeamId, now_ms};
-use crate::warehouse::schema::{Column, ColumnType, TableSchema};
+use super::{Catalog, Result, now_ms};
+use crate::model::TeamId;
+use crate::model::schema::{Column, ColumnType, TableSchema};
 
 /// A data file about to be committed.
 #[derive(Debug, Clone)]

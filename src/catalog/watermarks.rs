@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use super::db::{Conn, DbResult, OptionalExtension, params};
 
-use super::{Catalog, Result, TeamId};
+use super::{Catalog, Result};
+use crate::model::TeamId;
 
 impl Catalog {
     /// Names the WAL whose watermarks this handle reads and raises (once; later calls are

@@ -5,7 +5,8 @@
 use super::db::{DbResult, OptionalExtension, Row, params};
 use serde::Serialize;
 
-use super::{Catalog, CatalogError, Result, TeamId};
+use super::{Catalog, CatalogError, Result};
+use crate::model::TeamId;
 
 /// A canvas row.
 #[derive(Debug, Clone, Serialize)]

@@ -4,10 +4,11 @@
 use clap::Subcommand;
 use serde_json::{Value, json};
 
+use super::output::{AdminError, Output};
 use super::users::UserCommand;
-use crate::catalog::{Catalog, CatalogError, NewElement, SecretKind};
+use crate::accounts::workspace::share_url;
+use crate::catalog::{Catalog, CatalogError, Location, NewElement, SecretKind};
 use crate::config::Config;
-use crate::demo::share_url;
 
 /// Admin subcommands.
 #[derive(Debug, Subcommand)]
@@ -183,44 +184,6 @@ pub enum ElementCommand {
     },
 }
 
-/// A command's result in both output forms.
-pub struct Output {
-    /// For `--json`.
-    pub json: Value,
-    /// For people.
-    pub human: String,
-}
-
-/// A failed admin command.
-#[derive(Debug, thiserror::Error)]
-pub enum AdminError {
-    /// The catalog refused or failed.
-    #[error(transparent)]
-    Catalog(#[from] CatalogError),
-    /// An import's input cannot be stored (the API's 400 `invalid_import`).
-    #[error("{0}")]
-    InvalidImport(String),
-    /// A flag's value is not valid.
-    #[error("{0}")]
-    InvalidArgument(String),
-}
-
-impl AdminError {
-    /// Stable code for `--json` errors (the API's code where there is one).
-    pub fn code(&self) -> &'static str {
-        match self {
-            AdminError::Catalog(CatalogError::NotFound(_)) => "not_found",
-            AdminError::Catalog(CatalogError::Refused(_) | CatalogError::LastOwner) => "refused",
-            AdminError::Catalog(CatalogError::Invalid { .. }) => "invalid_argument",
-            AdminError::Catalog(CatalogError::Taken(_)) => "conflict",
-            AdminError::Catalog(CatalogError::Gone(_)) => "gone",
-            AdminError::Catalog(_) => "catalog_error",
-            AdminError::InvalidImport(_) => "invalid_import",
-            AdminError::InvalidArgument(_) => "invalid_argument",
-        }
-    }
-}
-
 /// team, table, format, delimiter, file
 type ImportArgs = (
     String,
@@ -237,7 +200,7 @@ fn import_table(
 ) -> Result<Output, AdminError> {
     use crate::warehouse::import::{ImportFormat, Importer, Source, import};
     let refused = |m: String| AdminError::Catalog(CatalogError::Refused(m));
-    let team = crate::catalog::TeamId(catalog.find_team(&team)?.id.into());
+    let team = crate::model::TeamId(catalog.find_team(&team)?.id.into());
     let name = format
         .or_else(|| {
             file.extension()
@@ -298,7 +261,7 @@ fn out(json: Value, human: String) -> Result<Output, AdminError> {
 
 /// Runs one admin command against the catalog of `config`.
 pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError> {
-    let catalog = Catalog::open_location(&config.catalog_location()?)?;
+    let catalog = Catalog::open_location(&Location::of(config)?)?;
     match command {
         AdminCommand::Team {
             command: TeamCommand::Create { name },

@@ -93,13 +93,13 @@ pub fn run(command: BenchCommand, json: bool) -> ExitCode {
         BenchCommand::Ingest(args) => ingest(args, json),
         BenchCommand::Gen(args) => match generate(&args) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => super::fail(json, "bench_failed", &e),
+            Err(e) => super::output::fail(json, "bench_failed", &e),
         },
     }
 }
 
 fn ingest(args: IngestArgs, json: bool) -> ExitCode {
-    let fail = |msg: &str| super::fail(json, "bench_failed", msg);
+    let fail = |msg: &str| super::output::fail(json, "bench_failed", msg);
     if args.threads == 0 {
         return fail("--threads must be at least 1");
     }

@@ -77,7 +77,7 @@ fn target(a: &DownloadArgs) -> Result<(String, String, String), String> {
 
 /// Runs the download.
 pub fn run(args: DownloadArgs, json_errors: bool) -> ExitCode {
-    let fail = |msg: &str| super::fail(json_errors, "download_failed", msg);
+    let fail = |msg: &str| super::output::fail(json_errors, "download_failed", msg);
     let (url, canvas, element) = match target(&args) {
         Ok(t) => t,
         Err(e) => return fail(&e),

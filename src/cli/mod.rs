@@ -5,6 +5,7 @@
 mod admin;
 mod bench;
 mod download;
+mod output;
 mod serve;
 mod team_settings;
 mod users;
@@ -15,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::config::{Config, Overrides};
+use output::fail;
 
 /// stowage: event ingestion into Parquet warehouses, and streamed table downloads.
 #[derive(Debug, Parser)]
@@ -100,17 +102,4 @@ pub fn main() -> ExitCode {
             Err(code) => code,
         },
     }
-}
-
-/// Prints an error (as the API's JSON error body with `--json`) and returns exit code 1.
-fn fail(json: bool, code: &str, message: &str) -> ExitCode {
-    if json {
-        eprintln!(
-            "{}",
-            serde_json::json!({"error": {"code": code, "message": message}})
-        );
-    } else {
-        eprintln!("error: {message}");
-    }
-    ExitCode::FAILURE
 }

@@ -40,13 +40,13 @@ pub fn run(config: Config, args: ServeArgs) -> ExitCode {
         .build()
     {
         Ok(r) => r,
-        Err(e) => return super::fail(false, "runtime", &e.to_string()),
+        Err(e) => return super::output::fail(false, "runtime", &e.to_string()),
     };
     match runtime.block_on(serve(config, args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
-            super::fail(false, "startup", &e.to_string())
+            super::output::fail(false, "startup", &e.to_string())
         }
     }
 }

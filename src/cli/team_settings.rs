@@ -5,7 +5,7 @@
 use clap::Args;
 use serde_json::json;
 
-use super::admin::{AdminError, Output};
+use super::output::{AdminError, Output};
 use crate::catalog::{Catalog, Change, SettingsChange};
 use crate::config::{Config, parse_size};
 use crate::ingest::tuning::Effective;

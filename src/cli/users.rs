@@ -5,7 +5,7 @@
 use clap::Subcommand;
 use serde_json::json;
 
-use super::admin::{AdminError, Output};
+use super::output::{AdminError, Output};
 use crate::catalog::{AuditEvent, Catalog, LinkKind, Role, User};
 use crate::config::Config;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::HumanDuration;
+use super::units::HumanDuration;
 
 /// `[accounts]`
 #[derive(Debug, Clone, Deserialize)]
@@ -60,20 +60,6 @@ impl Default for AccountsConfig {
             max_canvases: 200,
             max_elements: 1000,
             max_invites: 50,
-        }
-    }
-}
-
-impl AccountsConfig {
-    /// The per-team and per-user ceilings the catalog enforces.
-    pub fn quotas(&self) -> crate::catalog::Quotas {
-        crate::catalog::Quotas {
-            keys: self.max_keys,
-            tokens: self.max_tokens,
-            pats_per_user: self.max_pats_per_user,
-            canvases: self.max_canvases,
-            elements: self.max_elements,
-            invites: self.max_invites,
         }
     }
 }

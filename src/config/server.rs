@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::HumanDuration;
+use super::units::HumanDuration;
 
 /// `[server]`
 #[derive(Debug, Clone, Deserialize)]

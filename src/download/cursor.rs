@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::SnapshotId;
-use crate::error::ApiError;
+use crate::model::Invalid;
 use crate::warehouse::reader::Position;
 
 /// What a cursor holds.
@@ -41,10 +41,9 @@ pub fn encode(c: &Cursor) -> String {
 }
 
 /// Decodes and checks a cursor against the query's fingerprint.
-pub fn decode(token: &str, fingerprint: &str) -> Result<Cursor, ApiError> {
+pub fn decode(token: &str, fingerprint: &str) -> Result<Cursor, Invalid> {
     let invalid = |why: &str| {
-        ApiError::bad_request("invalid_cursor", format!("cursor is not valid: {why}"))
-            .field("cursor")
+        Invalid::new("invalid_cursor", format!("cursor is not valid: {why}")).field("cursor")
     };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim())

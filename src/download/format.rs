@@ -2,9 +2,41 @@
 //! q-values honoured, nothing acceptable → 406) and the response compression
 //! (`Accept-Encoding`: zstd or gzip, by q-value, else identity).
 
-use axum::http::StatusCode;
+use super::error::DownloadError;
+use crate::model::Invalid;
 
-use crate::error::ApiError;
+/// The code of a request whose `Accept` names nothing we produce (406).
+const NOT_ACCEPTABLE: &str = "not_acceptable";
+
+/// Why no output format was chosen, with the code the client sees: `unsupported_format` (the
+/// body's `format` is none of ours, 400 naming `format`) or `not_acceptable` (nothing `Accept`
+/// names can be produced, 406).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoFormat {
+    /// `unsupported_format` or `not_acceptable`.
+    pub code: &'static str,
+    /// What can be asked for instead.
+    pub message: String,
+}
+
+impl From<Invalid> for NoFormat {
+    fn from(e: Invalid) -> Self {
+        NoFormat {
+            code: e.code,
+            message: e.message,
+        }
+    }
+}
+
+impl From<NoFormat> for DownloadError {
+    fn from(e: NoFormat) -> Self {
+        if e.code == NOT_ACCEPTABLE {
+            DownloadError::NotAcceptable(e.message)
+        } else {
+            DownloadError::Invalid(Invalid::new(e.code, e.message).field("format"))
+        }
+    }
+}
 
 /// Output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +103,9 @@ impl Format {
     }
 
     /// Parses the body's `format`.
-    pub fn parse(name: &str) -> Result<Format, ApiError> {
+    pub fn parse(name: &str) -> Result<Format, Invalid> {
         ALL.into_iter().find(|f| f.name() == name).ok_or_else(|| {
-            ApiError::bad_request(
+            Invalid::new(
                 "unsupported_format",
                 format!(
                     "format {name:?} is not supported; use json, ndjson, csv, arrow or parquet"
@@ -108,9 +140,9 @@ fn ranges(header: &str) -> Vec<(String, f32)> {
 }
 
 /// The format to send: the body's `format`, else the best `Accept` match, else JSON.
-pub fn negotiate(body_format: Option<&str>, accept: Option<&str>) -> Result<Format, ApiError> {
+pub fn negotiate(body_format: Option<&str>, accept: Option<&str>) -> Result<Format, NoFormat> {
     if let Some(name) = body_format {
-        return Format::parse(name);
+        return Ok(Format::parse(name)?);
     }
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Ok(Format::Json);
@@ -130,15 +162,12 @@ pub fn negotiate(body_format: Option<&str>, accept: Option<&str>) -> Result<Form
             best = Some((f, q));
         }
     }
-    best.map(|(f, _)| f).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
-            format!(
-                "cannot produce {accept:?}; available: application/json, application/x-ndjson, text/csv, \
-                 application/vnd.apache.arrow.stream, application/vnd.apache.parquet"
-            ),
-        )
+    best.map(|(f, _)| f).ok_or_else(|| NoFormat {
+        code: NOT_ACCEPTABLE,
+        message: format!(
+            "cannot produce {accept:?}; available: application/json, application/x-ndjson, text/csv, \
+             application/vnd.apache.arrow.stream, application/vnd.apache.parquet"
+        ),
     })
 }
 

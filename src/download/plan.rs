@@ -2,15 +2,18 @@
 //! team's), the snapshot of its source table (a fresh one, or the cursor's), the output columns,
 //! the filters (the element's, then the request's), the row limit and the start position.
 
-use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId, TeamId};
-use crate::error::ApiError;
-use crate::warehouse::naming::STANDARD_COLUMNS;
+use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId};
+use crate::model::Invalid;
+use crate::model::TeamId;
+use crate::model::naming::STANDARD_COLUMNS;
+use crate::model::schema::{Column, ColumnType, TableSchema};
 use crate::warehouse::reader::Position;
-use crate::warehouse::schema::{Column, ColumnType, TableSchema};
 
 use super::cursor;
-use super::filter::{self, Filter};
+use super::error::DownloadError;
+use super::filter;
 use super::request::DownloadRequest;
+use crate::model::filter::Filter;
 
 /// What to read and how to shape it.
 #[derive(Debug, Clone)]
@@ -47,15 +50,15 @@ fn standard_type(name: &str) -> Option<ColumnType> {
 }
 
 /// Builds the plan, or the client error that explains why not.
-pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<Plan, ApiError> {
-    let internal = |e: CatalogError| {
-        tracing::error!(error = %e, "catalog read failed during download");
-        ApiError::internal()
-    };
+pub fn plan(
+    catalog: &Catalog,
+    team: &TeamId,
+    req: &DownloadRequest,
+) -> Result<Plan, DownloadError> {
     let element = catalog
         .element_for_team(team, &req.canvas_id, &req.element_id)
-        .map_err(internal)?
-        .ok_or_else(ApiError::not_found)?;
+        .map_err(DownloadError::Catalog)?
+        .ok_or(DownloadError::NotFound)?;
     let fingerprint = cursor::fingerprint(&element.id, &req.columns, &req.filters);
     let resume = req
         .cursor
@@ -65,13 +68,8 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
     let snapshot =
         match catalog.snapshot_as_of(team, &element.source, resume.as_ref().map(|c| c.snap)) {
             Ok(s) => s,
-            Err(CatalogError::Refused(msg)) => {
-                return Err(
-                    ApiError::new(axum::http::StatusCode::GONE, "cursor_expired", msg)
-                        .field("cursor"),
-                );
-            }
-            Err(e) => return Err(internal(e)),
+            Err(CatalogError::Refused(msg)) => return Err(DownloadError::CursorExpired(msg)),
+            Err(e) => return Err(DownloadError::Catalog(e)),
         };
     let (schema, files, snapshot) = match snapshot {
         Some(s) => (s.schema, s.files, Some(s.as_of)),
@@ -105,18 +103,20 @@ pub fn plan(catalog: &Catalog, team: &TeamId, req: &DownloadRequest) -> Result<P
             let mut out = Vec::with_capacity(wanted.len());
             for name in wanted {
                 let Some(col) = element_columns.iter().find(|c| &c.name == name) else {
-                    return Err(ApiError::bad_request(
+                    return Err(Invalid::new(
                         "unknown_column",
                         format!("column {name:?} is not a column of this element"),
                     )
-                    .field("columns"));
+                    .field("columns")
+                    .into());
                 };
                 if out.iter().any(|c: &Column| &c.name == name) {
-                    return Err(ApiError::bad_request(
+                    return Err(Invalid::new(
                         "duplicate_column",
                         format!("column {name:?} is listed twice"),
                     )
-                    .field("columns"));
+                    .field("columns")
+                    .into());
                 }
                 out.push(col.clone());
             }

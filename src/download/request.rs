@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use crate::error::ApiError;
+use crate::model::Invalid;
 
 /// What a client asks for.
 #[derive(Debug, Clone, Deserialize)]
@@ -33,37 +33,30 @@ pub struct DownloadRequest {
 }
 
 /// Parses and checks the body.
-pub fn parse(body: &[u8]) -> Result<DownloadRequest, ApiError> {
-    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
-    })?;
+pub fn parse(body: &[u8]) -> Result<DownloadRequest, Invalid> {
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| Invalid::new("invalid_json", format!("body is not valid JSON: {e}")))?;
     if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "invalid_body",
-            "body must be a JSON object",
-        ));
+        return Err(Invalid::new("invalid_body", "body must be a JSON object"));
     }
     for field in ["canvasId", "elementId"] {
         match value.get(field) {
             Some(serde_json::Value::String(s)) if !s.is_empty() => {}
             Some(serde_json::Value::String(_)) | None | Some(serde_json::Value::Null) => {
                 return Err(
-                    ApiError::bad_request("missing_field", format!("{field} is required"))
-                        .field(field),
+                    Invalid::new("missing_field", format!("{field} is required")).field(field),
                 );
             }
             Some(_) => {
-                return Err(ApiError::bad_request(
-                    "invalid_field",
-                    format!("{field} must be a string"),
-                )
-                .field(field));
+                return Err(
+                    Invalid::new("invalid_field", format!("{field} must be a string")).field(field),
+                );
             }
         }
     }
     let req: DownloadRequest = serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
-        ApiError::bad_request("invalid_field", format!("{field}: {}", e.inner())).field(field)
+        Invalid::new("invalid_field", format!("{field}: {}", e.inner())).field(field)
     })?;
     Ok(req)
 }

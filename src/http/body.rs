@@ -1,5 +1,6 @@
 //! Reading request bodies under a size limit, with `Content-Encoding: gzip` decoded (the
-//! decompressed size is what counts), and header helpers shared by the handlers.
+//! decompressed size is what counts) — whole, or as a form — and header helpers shared by the
+//! handlers.
 
 use std::io::Read;
 
@@ -8,7 +9,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use bytes::Bytes;
 
 use super::edge::is_body_timeout;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 fn too_large(limit: usize) -> ApiError {
     ApiError::new(
@@ -107,6 +108,18 @@ pub async fn read_limited(
         return Err(too_large(limit));
     }
     Ok(out.into())
+}
+
+/// Reads a form-urlencoded body of at most `limit` bytes into `T`: the errors of
+/// [`read_limited`], or 400 `invalid_form` when it does not parse.
+pub async fn read_form<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let bytes = read_limited(headers, body, limit).await?;
+    serde_urlencoded::from_bytes(&bytes)
+        .map_err(|e| ApiError::bad_request("invalid_form", e.to_string()))
 }
 
 /// A header's value as text, if present and readable.

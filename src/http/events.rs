@@ -9,11 +9,12 @@ use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, is_json, read_limited};
-use crate::catalog::{TeamId, TokenAuth};
-use crate::error::ApiError;
+use crate::catalog::TokenAuth;
+use crate::http::error::ApiError;
 use crate::ingest::event::parse_event;
 use crate::ingest::team::AppendError;
 use crate::ingest::{Accepted, Ingest, IngestError, Wait};
+use crate::model::TeamId;
 
 /// Handler for a single event.
 pub async fn post_event(

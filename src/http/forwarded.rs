@@ -14,59 +14,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::edge::ClientAddr;
-use super::router::AppState;
-
-/// One trusted network: an address and how many leading bits must match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Net {
-    addr: IpAddr,
-    bits: u8,
-}
-
-impl Net {
-    /// Parses `10.0.0.0/8`, `::1` or `127.0.0.1` (a single address is a whole-length prefix).
-    pub fn parse(text: &str) -> Result<Net, String> {
-        let (addr, bits) = match text.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (text, None),
-        };
-        let addr: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("{text:?} is not an IP address or network"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            None => max,
-            Some(b) => b
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| format!("{text:?}: the prefix length must be 0..={max}"))?,
-        };
-        Ok(Net { addr, bits })
-    }
-
-    /// Whether `ip` is in this network.
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        let shift = |max: u32| max - u32::from(self.bits);
-        match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let s = shift(32);
-                s >= 32 || u32::from(net) >> s == u32::from(ip) >> s
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let s = shift(128);
-                s >= 128 || u128::from(net) >> s == u128::from(ip) >> s
-            }
-            _ => false,
-        }
-    }
-}
+use super::state::{AppState, Net};
 
 /// Parses `server.trusted_proxies`: comma-separated addresses and networks.
 pub fn parse_list(text: &str) -> Result<Vec<Net>, String> {

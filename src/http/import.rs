@@ -15,7 +15,7 @@ use tracing::error;
 use super::AppState;
 use super::body::{header_str, read_limited};
 use super::events::authenticate;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::warehouse::import::{ImportError, ImportFormat, Importer, Source, import};
 
 /// Handler for imports.

@@ -1,37 +1,13 @@
-//! Routes and shared state. Every error, including unknown paths and wrong methods, is the JSON
+//! Routes. Every error, including unknown paths and wrong methods, is the JSON
 //! error body — except on the HTML pages ([`pages`]), which answer people in HTML — and every
 //! response has an `X-Request-Id`.
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::routing::{get, post};
-use object_store::ObjectStore;
 
+use super::state::AppState;
 use super::{api, events, health, import, metrics, pages, request_id, segment, tables};
-use crate::catalog::Catalog;
-use crate::config::Config;
-use crate::error::ApiError;
-use crate::ingest::Ingest;
-
-/// Everything handlers share: one clone-able struct of `Arc`s.
-#[derive(Clone)]
-pub struct AppState {
-    /// Effective configuration.
-    pub config: Arc<Config>,
-    /// Teams, secrets, elements, tables, files.
-    pub catalog: Arc<Catalog>,
-    /// Event ingestion.
-    pub ingest: Arc<Ingest>,
-    /// The warehouse.
-    pub store: Arc<dyn ObjectStore>,
-    /// Sign-in, sessions and team management.
-    pub accounts: Arc<crate::accounts::Accounts>,
-    /// Secrets and notices the settings page shows once, after a form's redirect.
-    pub flash: Arc<pages::Flash>,
-    /// `server.trusted_proxies`, parsed.
-    pub trusted_proxies: Arc<[super::forwarded::Net]>,
-}
+use crate::http::error::ApiError;
 
 /// The service's routes.
 pub fn router(state: AppState) -> Router {

@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 use super::AppState;
 use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 use crate::ingest::segment::{Call, Shared, envelope, parse_message};
 use crate::ingest::submit::Item;
 use crate::ingest::top_fields::Top;
@@ -154,6 +154,7 @@ async fn accept(
             })
             .and_then(|msg| {
                 parse_message(&msg, call, messages.shared, received_at, max_columns, None)
+                    .map_err(ApiError::from)
             });
         match parsed {
             Ok((c, rows)) => items.push(Item {

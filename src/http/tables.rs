@@ -9,11 +9,11 @@ use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, read_limited};
-use crate::catalog::TeamId;
 use crate::download::compress::Compressor;
 use crate::download::encode::{self, EncodeOptions};
-use crate::download::{format, passthrough, plan, request, stream};
-use crate::error::ApiError;
+use crate::download::{DownloadError, format, passthrough, plan, request, stream};
+use crate::http::error::ApiError;
+use crate::model::TeamId;
 
 /// Largest download request body.
 const MAX_REQUEST: usize = 64 * 1024;
@@ -30,7 +30,8 @@ pub async fn download(
     let format = format::negotiate(
         req.format.as_deref(),
         header_str(&headers, header::ACCEPT.as_str()),
-    )?;
+    )
+    .map_err(DownloadError::from)?;
     let compression =
         format::negotiate_encoding(header_str(&headers, header::ACCEPT_ENCODING.as_str()));
     let opts = EncodeOptions {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
 
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 
 /// Which budget refused an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 
 /// What became of a claimed id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,10 +13,12 @@ use ractor::{Actor, ActorId, ActorRef};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, warn};
 
+use super::control::Control;
+use super::ctx::TeamCtx;
 use super::event::EventRows;
 use super::supervisor::{Supervisor, SupervisorMsg};
-use super::team::{Logged, TeamActor, TeamArgs, TeamCtx, TeamMsg};
-use crate::catalog::TeamId;
+use super::team::{Logged, TeamActor, TeamArgs, TeamMsg};
+use crate::model::TeamId;
 use crate::wal::{Wal, Written};
 
 /// What travels through the WAL with each event.
@@ -30,34 +32,6 @@ pub enum Payload {
     },
     /// A marker: flush every team once everything queued before it is dispatched, then reply.
     FlushBarrier(oneshot::Sender<()>),
-}
-
-/// Requests to the dispatcher.
-pub enum Control {
-    /// An actor stopped (`failed`: it panicked).
-    ActorDown {
-        /// Which.
-        actor: ActorId,
-        /// Whether it failed.
-        failed: bool,
-    },
-    /// An actor found itself idle having seen up to `last_seen`.
-    IdleStop {
-        /// Team.
-        team: TeamId,
-        /// Which actor.
-        actor: ActorId,
-        /// Highest record it received.
-        last_seen: u64,
-    },
-    /// Flush every team; reply when committed.
-    FlushAll(oneshot::Sender<()>),
-    /// Fault injection: make a team's actor panic.
-    Crash(TeamId),
-    /// A team's tuning changed.
-    Retune(TeamId),
-    /// The WAL is closed: dispatch what is left, flush, stop every actor, reply.
-    Shutdown(oneshot::Sender<()>),
 }
 
 /// Most logged events handed on in one go (one actor message per team among them).
@@ -154,8 +128,19 @@ impl Dispatcher {
                         self.spawn(&w.team, Some(w.seq)).await;
                     } else {
                         match pending.iter_mut().find(|(t, _)| *t == w.team) {
-                            Some((_, events)) => events.push((rows, w.seq, bytes)),
-                            None => pending.push((w.team, vec![(rows, w.seq, bytes)])),
+                            Some((_, events)) => events.push(Logged {
+                                rows,
+                                seq: w.seq,
+                                bytes,
+                            }),
+                            None => pending.push((
+                                w.team,
+                                vec![Logged {
+                                    rows,
+                                    seq: w.seq,
+                                    bytes,
+                                }],
+                            )),
                         }
                     }
                 }
@@ -171,7 +156,7 @@ impl Dispatcher {
     /// Hands each team its events (starting its actor if needed).
     async fn send(&mut self, pending: Vec<(TeamId, Vec<Logged>)>) {
         for (team, events) in pending {
-            let Some(last) = events.last().map(|(_, seq, _)| *seq) else {
+            let Some(last) = events.last().map(|logged| logged.seq) else {
                 continue;
             };
             let msg = TeamMsg::Append(events);

@@ -4,50 +4,15 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 
-pub use super::event_time::parse_time;
 use super::event_time::{EventTimes, TimeRule};
-use super::flatten::{self, Names, RawObject, UNMAPPED};
 use super::top_fields::Top;
-use crate::error::ApiError;
-use crate::warehouse::naming;
-use crate::warehouse::schema::ColumnType;
+use crate::model::Invalid;
+use crate::model::flatten::{self, Names, RawObject, UNMAPPED};
+use crate::model::naming;
+use crate::model::value::{Cell, Value};
 
 /// Longest accepted event name, in characters.
 pub const MAX_EVENT_NAME: usize = 255;
-
-/// A typed cell.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Value {
-    /// JSON null: no type information.
-    Null,
-    /// Boolean.
-    Bool(bool),
-    /// Integer within i64.
-    Int(i64),
-    /// Any other number.
-    Float(f64),
-    /// Text (also arrays and too-deep objects, as JSON).
-    Str(String),
-    /// Microseconds since the epoch, UTC.
-    Ts(i64),
-}
-
-impl Value {
-    /// The column type this value asks for; `None` for null.
-    pub fn column_type(&self) -> Option<ColumnType> {
-        Some(match self {
-            Value::Null => return None,
-            Value::Bool(_) => ColumnType::Boolean,
-            Value::Int(_) => ColumnType::Int64,
-            Value::Float(_) => ColumnType::Float64,
-            Value::Str(_) => ColumnType::String,
-            Value::Ts(_) => ColumnType::Timestamp,
-        })
-    }
-}
-
-/// A named cell of a row.
-pub type Cell = (String, Value);
 
 /// A validated event, ready for the team's buffers.
 #[derive(Debug, Clone)]
@@ -107,8 +72,8 @@ impl EventRows {
 /// The cells of one row of an event.
 pub type RowCells<'a> = std::iter::Chain<std::slice::Iter<'a, Cell>, std::slice::Iter<'a, Cell>>;
 
-pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::bad_request(code, message).field(field)
+pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> Invalid {
+    Invalid::new(code, message).field(field)
 }
 
 /// Parses and validates one event body received at `received_at`.
@@ -116,15 +81,15 @@ pub fn parse_event(
     body: &[u8],
     received_at: DateTime<Utc>,
     max_columns: usize,
-) -> Result<EventRows, ApiError> {
+) -> Result<EventRows, Invalid> {
     parse_with(body, received_at, max_columns, None)
 }
 
 /// Rebuilds an event from its WAL record exactly as it was accepted: same receive time, same
 /// id, no column limit (it was checked when the event was accepted).
-pub fn replay_event(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, ApiError> {
+pub fn replay_event(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, Invalid> {
     let received_at = DateTime::from_timestamp_micros(received_at_us)
-        .ok_or_else(|| ApiError::bad_request("invalid_timestamp", "receive time out of range"))?;
+        .ok_or_else(|| Invalid::new("invalid_timestamp", "receive time out of range"))?;
     parse_with(body, received_at, usize::MAX, Some(id))
 }
 
@@ -133,12 +98,12 @@ fn parse_with(
     received_at: DateTime<Utc>,
     max_columns: usize,
     id: Option<&str>,
-) -> Result<EventRows, ApiError> {
+) -> Result<EventRows, Invalid> {
     let obj: Top = serde_json::from_slice(body).map_err(|e| {
         if e.is_data() {
-            ApiError::bad_request("invalid_body", "body must be a JSON object")
+            Invalid::new("invalid_body", "body must be a JSON object")
         } else {
-            ApiError::bad_request("invalid_json", format!("body is not valid JSON: {e}"))
+            Invalid::new("invalid_json", format!("body is not valid JSON: {e}"))
         }
     })?;
     from_object(&obj, received_at, max_columns, id)
@@ -146,7 +111,7 @@ fn parse_with(
 
 /// A top-level field as a JSON value (`None` when absent); a value serde cannot represent (a
 /// number beyond float64) is refused with `code`, never taken as absent.
-pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, ApiError> {
+pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, Invalid> {
     obj.get(field)
         .map(|raw| serde_json::from_str(raw.get()))
         .transpose()
@@ -160,7 +125,7 @@ pub fn from_object(
     received_at: DateTime<Utc>,
     max_columns: usize,
     id_override: Option<&str>,
-) -> Result<EventRows, ApiError> {
+) -> Result<EventRows, Invalid> {
     match get(obj, "version", "unsupported_version")? {
         None | Some(Json::Null) => {}
         Some(v) if v.as_i64() == Some(1) => {}
@@ -211,7 +176,7 @@ pub fn from_object(
 }
 
 /// The `event` field: its text as sent and the table it names (SPEC §4.2), or why it is refused.
-pub(super) fn event_name(obj: &Top) -> Result<(String, String), ApiError> {
+pub(super) fn event_name(obj: &Top) -> Result<(String, String), Invalid> {
     let event_text = match get(obj, "event", "invalid_event")? {
         None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
         Some(Json::String(s)) => s,
@@ -255,7 +220,7 @@ pub(super) fn common_fields(
     received_at: DateTime<Utc>,
     id_override: Option<&str>,
     rule: TimeRule,
-) -> Result<Common, ApiError> {
+) -> Result<Common, Invalid> {
     let times = EventTimes::read(obj, rule, received_at)?;
     let message_id = text_field(obj, "messageId")?.filter(|id| !id.is_empty());
     let client_id = message_id.is_some();
@@ -290,7 +255,7 @@ pub(super) fn common_fields(
 pub(super) fn object_field<'a>(
     obj: &Top<'a>,
     field: &str,
-) -> Result<Option<RawObject<'a>>, ApiError> {
+) -> Result<Option<RawObject<'a>>, Invalid> {
     let code = match field {
         "context" => "invalid_context",
         "properties" => "invalid_properties",
@@ -324,7 +289,7 @@ pub(super) struct Parts<'a> {
 
 /// Flattens context (into the standard cells) and properties, routes collision losers to
 /// `_unmapped`, and checks the column limit of every table the event writes.
-pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, ApiError> {
+pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, Invalid> {
     let Parts {
         id,
         client_id,
@@ -387,7 +352,7 @@ pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, ApiError
 pub const MAX_ID_BYTES: usize = 1024;
 
 /// A string field, or a number given where Segment allows one (`userId: 42`).
-pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiError> {
+pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, Invalid> {
     match get(obj, field, "invalid_field")? {
         None | Some(Json::Null) => Ok(None),
         Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(
@@ -406,29 +371,11 @@ pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, ApiEr
     }
 }
 
-/// One free-form JSON object as cells (imports): flattened and typed like event properties,
-/// without the reserved-name prefixing (imported tables have no standard columns); collision
-/// losers go to `_unmapped`.
-pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, ApiError> {
-    let obj: RawObject = serde_json::from_str(line).map_err(|e| {
-        if e.is_data() {
-            ApiError::bad_request("invalid_body", "not a JSON object")
-        } else {
-            ApiError::bad_request("invalid_json", format!("not valid JSON: {e}"))
-        }
-    })?;
-    let (mut cells, losers) = flatten::flatten(&obj, "", &[], path, Names::Plain)?;
-    if !losers.is_empty() {
-        cells.push((UNMAPPED.into(), Value::Str(flatten::unmapped_text(&losers))));
-    }
-    Ok(cells)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parse(body: &str) -> Result<EventRows, ApiError> {
+    fn parse(body: &str) -> Result<EventRows, Invalid> {
         parse_event(body.as_bytes(), Utc::now(), 1000)
     }
 

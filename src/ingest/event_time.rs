@@ -14,7 +14,8 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::top_fields::Top;
-use crate::error::ApiError;
+use crate::model::Invalid;
+use crate::model::time::parse_time;
 
 /// Which rule gives an event its times.
 #[derive(Debug, Clone, Copy)]
@@ -57,7 +58,7 @@ impl EventTimes {
         msg: &Top,
         rule: TimeRule,
         received_at: DateTime<Utc>,
-    ) -> Result<EventTimes, ApiError> {
+    ) -> Result<EventTimes, Invalid> {
         let received_at = received_at.timestamp_micros();
         let timestamp = time_field(msg.get("timestamp").copied(), "timestamp")?;
         let own_sent_at = time_field(msg.get("sentAt").copied(), "sentAt")?;
@@ -102,9 +103,8 @@ impl EventTimes {
 }
 
 /// A time field (absent or null → `None`), or 400 `invalid_timestamp` naming it.
-fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, ApiError> {
-    let invalid =
-        |message: String| ApiError::bad_request("invalid_timestamp", message).field(field);
+fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, Invalid> {
+    let invalid = |message: String| Invalid::new("invalid_timestamp", message).field(field);
     let Some(raw) = raw else {
         return Ok(None);
     };
@@ -120,22 +120,13 @@ fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, ApiErr
     })
 }
 
-/// RFC 3339 / ISO 8601 with an offset or `Z`, any number of fraction digits → µs since epoch.
-pub fn parse_time(v: &Json) -> Option<i64> {
-    let s = v.as_str()?.trim();
-    let dt = DateTime::parse_from_rfc3339(s)
-        .or_else(|_| DateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f%z"))
-        .ok()?;
-    Some(dt.with_timezone(&Utc).timestamp_micros())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const RECEIVED: i64 = 1_000_000_000;
 
-    fn times(message: &str, rule: TimeRule) -> Result<EventTimes, ApiError> {
+    fn times(message: &str, rule: TimeRule) -> Result<EventTimes, Invalid> {
         let msg: Top = serde_json::from_str(message).unwrap();
         let received = DateTime::from_timestamp_micros(RECEIVED).unwrap();
         EventTimes::read(&msg, rule, received)

@@ -15,10 +15,11 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use tracing::{info, warn};
 
-use crate::catalog::{Catalog, CatalogError, NewDataFile, TeamId};
+use crate::catalog::{Catalog, CatalogError, NewDataFile};
 use crate::config::ParquetConfig;
+use crate::model::TeamId;
+use crate::model::schema::TableSchema;
 use crate::warehouse::layout::{self, DataFilePath};
-use crate::warehouse::schema::TableSchema;
 use crate::warehouse::writer;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

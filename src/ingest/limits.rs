@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 
-use super::event::{EventRows, Value};
+use super::event::EventRows;
 use super::team::AppendError;
-use crate::catalog::{Catalog, CatalogError, TeamId};
+use crate::catalog::{Catalog, CatalogError};
 use crate::config::LimitsConfig;
+use crate::model::TeamId;
+use crate::model::value::Value;
 
 /// A team's known tables and their columns, shared behind a lock.
 type Shape = Arc<Mutex<HashMap<String, HashSet<String>>>>;

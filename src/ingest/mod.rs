@@ -1,17 +1,19 @@
-//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`]), limits
-//! ([`limits`]), duplicate suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log
-//! ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`])
-//! with their buffers ([`buffer`]) under a [`supervisor`], and flushing to the warehouse
-//! ([`flush`]).
-//! [`Ingest::submit`] is the one acknowledgement point.
+//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`], the
+//! Segment calls [`segment`]; a refusal is a [`crate::model::Invalid`]), limits ([`limits`]),
+//! duplicate suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log
+//! ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`],
+//! buffering in [`crate::warehouse::buffer`]) under a [`supervisor`], and flushing to the
+//! warehouse ([`flush`]). What the actors share is in [`ctx`], what they ask of the dispatcher in
+//! [`control`], so the dispatcher, the actors, the supervisor and the replay never import each
+//! other in a loop. [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
-pub mod buffer;
+pub mod control;
+pub mod ctx;
 pub mod dedup;
 pub mod dispatch;
 pub mod event;
 pub mod event_time;
-pub mod flatten;
 pub mod flush;
 pub mod limits;
 pub mod progress;
@@ -31,15 +33,18 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
-use crate::catalog::{Catalog, TeamId};
+use crate::catalog::Catalog;
 use crate::config::{AckMode, Config};
+use crate::model::TeamId;
 use crate::wal::{self, Append, Entry, Recovered, Wal, WalError, WalOptions, Written};
 use admission::Admission;
+use control::Control;
+use ctx::TeamCtx;
 use dedup::Dedup;
-use dispatch::{Control, Dispatcher, Payload};
+use dispatch::{Dispatcher, Payload};
 use limits::Limits;
 use progress::Progress;
-use team::{AppendError, TeamCtx};
+use team::AppendError;
 
 /// Why an event was not accepted.
 #[derive(Debug, thiserror::Error)]

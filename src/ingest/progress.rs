@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use tokio::sync::watch;
 
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 
 /// Shared progress of every team.
 #[derive(Debug, Default)]

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use super::ctx::TeamCtx;
 use super::event::{EventRows, replay_event};
-use super::team::TeamCtx;
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 use crate::wal::{Record, segment};
 
 /// Rebuilds an event from its record, or explains why it cannot be (logged by the caller).

@@ -10,12 +10,13 @@ use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, Parts, Value, bad, common_fields, event_name, finish, get, object_field, text_field,
+    EventRows, Parts, bad, common_fields, event_name, finish, get, object_field, text_field,
 };
 use super::event_time::TimeRule;
-use super::flatten::{Names, RawObject};
 use super::top_fields::Top;
-use crate::error::ApiError;
+use crate::model::Invalid;
+use crate::model::flatten::{Names, RawObject};
+use crate::model::value::Value;
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +92,7 @@ pub fn parse_message(
     received_at: DateTime<Utc>,
     max_columns: usize,
     id_override: Option<&str>,
-) -> Result<(Call, EventRows), ApiError> {
+) -> Result<(Call, EventRows), Invalid> {
     let call = message_call(msg, call)?;
     let rule = TimeRule::SkewCorrected {
         batch_sent_at: shared.sent_at,
@@ -179,7 +180,7 @@ pub fn parse_message(
     Ok((call, rows))
 }
 
-fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, ApiError> {
+fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, Invalid> {
     let given = match get(msg, "type", "invalid_type")? {
         None | Some(Json::Null) => None,
         Some(Json::String(t)) => Some(Call::from_type(&t).ok_or_else(|| {
@@ -220,14 +221,14 @@ fn required_id(
     field: &str,
     code: &'static str,
     message: &str,
-) -> Result<String, ApiError> {
+) -> Result<String, Invalid> {
     text_field(msg, field)?
         .filter(|v| !v.is_empty())
         .ok_or_else(|| bad(code, field, message))
 }
 
 /// `context.traits`, when it is an object.
-fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObject<'a>>, ApiError> {
+fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObject<'a>>, Invalid> {
     let Some((_, raw)) = context.and_then(|c| c.0.iter().find(|(k, _)| k == "traits")) else {
         return Ok(None);
     };
@@ -243,7 +244,7 @@ fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObjec
 fn merged_context<'a>(
     msg: &Top<'a>,
     batch: Option<&'a RawValue>,
-) -> Result<Option<RawObject<'a>>, ApiError> {
+) -> Result<Option<RawObject<'a>>, Invalid> {
     let own = object_field(msg, "context")?;
     let shared: Option<RawObject<'a>> = match batch.map(RawValue::get) {
         None | Some("null") => None,
@@ -305,15 +306,15 @@ pub fn envelope(call: Call, shared: Shared, message: &str) -> Vec<u8> {
 }
 
 /// Rebuilds a message's rows from its WAL envelope, with its original receive time and id.
-pub fn replay_message(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, ApiError> {
+pub fn replay_message(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, Invalid> {
     let received_at = DateTime::from_timestamp_micros(received_at_us)
-        .ok_or_else(|| ApiError::bad_request("invalid_timestamp", "receive time out of range"))?;
-    let env: Envelope = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
+        .ok_or_else(|| Invalid::new("invalid_timestamp", "receive time out of range"))?;
+    let env: Envelope =
+        serde_json::from_slice(body).map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
     let call = Call::from_type(env.call)
-        .ok_or_else(|| ApiError::bad_request("unsupported_type", env.call.to_string()))?;
+        .ok_or_else(|| Invalid::new("unsupported_type", env.call.to_string()))?;
     let msg: Top = serde_json::from_str(env.message.get())
-        .map_err(|e| ApiError::bad_request("invalid_json", e.to_string()))?;
+        .map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
     let shared = Shared {
         context: env.context,
         sent_at: env.sent_at,

@@ -16,8 +16,8 @@ use super::dispatch::Payload;
 use super::event::EventRows;
 use super::team::AppendError;
 use super::{Accepted, Ingest, IngestError, Wait};
-use crate::catalog::TeamId;
 use crate::config::AckMode;
+use crate::model::TeamId;
 use crate::wal::{self, Append, Entry, WalError};
 
 /// One event of a submission.

@@ -4,7 +4,7 @@
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::mpsc;
 
-use super::dispatch::Control;
+use super::control::Control;
 
 /// The supervisor takes no messages of its own.
 pub enum SupervisorMsg {}

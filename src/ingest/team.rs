@@ -5,43 +5,21 @@
 //! restarted actor first rebuilds its buffer from the WAL.
 
 use foldhash::{HashMap, HashMapExt};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
-use super::admission::Admission;
-use super::buffer::TableBuffer;
-use super::dispatch::Control;
+use super::control::Control;
+use super::ctx::TeamCtx;
 use super::event::EventRows;
-use super::flush::{self, FlushCtx, FlushJob};
-use super::progress::Progress;
+use super::flush::{self, FlushJob};
 use super::replay;
-use super::tuning::{Effective, Tuning};
-use crate::catalog::TeamId;
-
-/// Everything a team actor needs besides its team id.
-#[derive(Debug)]
-pub struct TeamCtx {
-    /// Flush dependencies.
-    pub flush: FlushCtx,
-    /// Flush triggers and budgets per team, live.
-    pub tuning: Arc<Tuning>,
-    /// Budgets to give bytes back to after commits.
-    pub admission: Arc<Admission>,
-    /// Watermarks, oldest uncommitted records, flush locks.
-    pub progress: Arc<Progress>,
-    /// Stop after this long idle.
-    pub idle_timeout: Duration,
-    /// Where to rebuild a buffer from after a crash.
-    pub wal_dir: PathBuf,
-    /// To the dispatcher (idle-stop requests).
-    pub control: mpsc::UnboundedSender<Control>,
-}
+use super::tuning::Effective;
+use crate::model::TeamId;
+use crate::warehouse::buffer::TableBuffer;
 
 /// Why an event was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,8 +40,15 @@ pub enum AppendError {
     Internal(String),
 }
 
-/// One logged event on its way to the buffer: rows, WAL sequence number, admitted bytes.
-pub type Logged = (Arc<EventRows>, u64, u64);
+/// One logged event on its way to the buffer.
+pub struct Logged {
+    /// The validated rows.
+    pub rows: Arc<EventRows>,
+    /// Its WAL sequence number.
+    pub seq: u64,
+    /// Bytes admitted for it, released when its flush commits.
+    pub bytes: u64,
+}
 
 /// Messages a team actor handles.
 pub enum TeamMsg {
@@ -131,7 +116,7 @@ pub struct TeamState {
     idle_task: Option<JoinHandle<()>>,
     /// Waiting for the WAL records of a restart; appends and flush requests are stashed.
     rebuilding: bool,
-    stash: Vec<(Arc<EventRows>, u64, u64)>,
+    stash: Vec<Logged>,
     stashed_flushes: Vec<RpcReplyPort<()>>,
 }
 
@@ -217,7 +202,7 @@ impl Actor for TeamActor {
                     let bytes = rows.approx_bytes();
                     state.append(&myself, &rows, seq, bytes);
                 }
-                for (rows, seq, bytes) in std::mem::take(&mut state.stash) {
+                for Logged { rows, seq, bytes } in std::mem::take(&mut state.stash) {
                     state.append(&myself, &rows, seq, bytes);
                 }
                 let committed = *state.ctx.progress.committed_rx(&state.team).borrow();
@@ -230,7 +215,7 @@ impl Actor for TeamActor {
                 }
             }
             TeamMsg::Append(events) => {
-                for (rows, seq, bytes) in events {
+                for Logged { rows, seq, bytes } in events {
                     state.append(&myself, &rows, seq, bytes);
                 }
                 if state.over_size_trigger() {

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use crate::catalog::{TeamId, TeamSettings};
+use crate::catalog::TeamSettings;
 use crate::config::Config;
+use crate::model::TeamId;
 
 /// How often running servers look for changed settings.
 pub const POLL_EVERY: Duration = Duration::from_millis(250);

@@ -18,20 +18,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use crate::config::RecoveryPolicy;
 pub use ids::IdArchive;
 pub use record::Record;
 use segment::{End, SegmentMeta};
 pub use writer::{Append, Entry, WalError, WalOptions, WalStats, Written};
-
-/// What to do with a corrupt record in the middle of the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecoveryPolicy {
-    /// Stop start-up with the file and offset (default).
-    Strict,
-    /// Cut that segment at the bad record, report what was dropped, and go on.
-    Truncate,
-}
 
 /// A recovery that cannot go on by itself.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 
 /// Bytes before the payload.
 pub const HEADER: usize = 8;

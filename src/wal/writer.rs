@@ -17,7 +17,7 @@ use super::log_file::LogFile;
 use super::record::{FLAG_CLIENT_ID, FLAG_MARKER, encode};
 use super::segment::SegmentIds;
 use super::segment::SegmentMeta;
-use crate::catalog::TeamId;
+use crate::model::TeamId;
 
 /// First pause before a carried write is retried with nothing else to write; it doubles.
 const RETRY_FIRST: Duration = Duration::from_millis(50);

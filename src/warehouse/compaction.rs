@@ -22,11 +22,12 @@ use tracing::{info, warn};
 
 use super::layout::DataFilePath;
 use super::reader::align;
-use super::schema::{ColumnType, TableSchema};
-use super::text;
 use super::writer;
-use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile, TeamId};
+use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile};
 use crate::config::{CompactionConfig, ParquetConfig};
+use crate::model::TeamId;
+use crate::model::schema::{ColumnType, TableSchema};
+use crate::model::text;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -1,20 +1,17 @@
-//! The warehouse model: how events become tables and columns ([`naming`], [`schema`]), where
-//! files live ([`layout`]), how Parquet is written ([`writer`]), values as text when a column
-//! widens to string ([`text`]) and read back ([`reader`], a large file's column groups on
-//! several threads: [`split`]), stored column chunks read without
-//! decoding for copying ([`chunks`]), and how small files are merged ([`compaction`]) and
-//! objects no commit names are collected ([`gc`]).
+//! The warehouse: a table's rows buffered in Arrow builders ([`buffer`]), where files live
+//! ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`], a large file's
+//! column groups on several threads: [`split`]), stored column chunks read without decoding for
+//! copying ([`chunks`]), imports of CSV, NDJSON and Parquet ([`import`]), and how small files are
+//! merged ([`compaction`]) and objects no commit names are collected ([`gc`]). Names, schemas,
+//! values as text and filters are the ground floor's ([`crate::model`]).
 
+pub mod buffer;
 pub mod chunks;
 pub mod compaction;
 pub mod gc;
 pub mod import;
-mod import_parquet;
 pub mod layout;
-pub mod naming;
 pub mod object_reader;
 pub mod reader;
-pub mod schema;
 mod split;
-pub mod text;
 pub mod writer;

@@ -26,7 +26,7 @@ use parquet::file::metadata::ParquetMetaData;
 use super::object_reader::StoreFileReader;
 use super::split::{self, FileStream};
 use crate::catalog::DataFile;
-use crate::download::filter::{Filter, Op, mask_all};
+use crate::model::filter::{Filter, Op, mask_all};
 
 /// Why a read failed part-way.
 #[derive(Debug, thiserror::Error)]
@@ -397,7 +397,7 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
                 Ok(col.clone())
             }
             // Widened to string: each value's text exactly as a buffer would have written it.
-            Some(col) if f.data_type() == &DataType::Utf8 => super::text::to_text(col),
+            Some(col) if f.data_type() == &DataType::Utf8 => crate::model::text::to_text(col),
             Some(col) => cast(col, f.data_type()),
             None => Ok(new_null_array(f.data_type(), rows)),
         })

@@ -1,6 +1,8 @@
 //! N `stowage serve` processes sharing one catalog and one bucket, behind a real nginx running
 //! `config/nginx-scaleout.conf` (its upstream and listen ports rewritten to this run's free
-//! ports), as an operator would run them (SPEC §7, README "Scale-out").
+//! ports), as an operator would run them (SPEC §7, README "Scale-out"). Each node and nginx run
+//! in a process group of their own, killed with their guard ([`Node`], [`Cluster`]), also when a
+//! test panics.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -9,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::process::bin;
+use super::process::{bin, kill_group, own_group};
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
 pub fn free_port() -> u16 {
@@ -45,8 +47,7 @@ impl Node {
     /// SIGKILL (a crash) and reap.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
+            kill_group(&mut c);
         }
     }
 
@@ -113,6 +114,7 @@ impl Cluster {
     pub async fn start_node(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let mut cmd = Command::new(bin());
+        own_group(&mut cmd);
         cmd.args([
             "serve",
             "--listen",
@@ -200,7 +202,7 @@ impl Cluster {
         std::fs::create_dir_all(prefix.join("logs")).unwrap();
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, self.nginx_conf()).unwrap();
-        let child = Command::new(nginx_binary())
+        let child = own_group(&mut Command::new(nginx_binary()))
             .arg("-p")
             .arg(&prefix)
             .arg("-c")
@@ -261,13 +263,17 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // SIGTERM, not SIGKILL: the master then stops its workers (a killed master leaves
-        // them running, holding the port).
+        // SIGTERM first: the master then stops its workers. Then SIGKILL to the group, which
+        // reaches a worker a master that did not stop in time would leave holding the port.
         if let Some(mut c) = self.nginx.take() {
             let _ = Command::new("kill")
                 .args(["-TERM", &c.id().to_string()])
                 .status();
-            let _ = c.wait();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            kill_group(&mut c);
         }
     }
 }

@@ -1,11 +1,14 @@
 //! Driving the real `stowage` binary: start `serve --demo` on a free port (and its metrics on
-//! another) with extra env, wait until ready, stop it with SIGTERM or SIGKILL. A [`Proc`] that
-//! is dropped still running — a test that panicked — is killed, so no server outlives its test.
+//! another) with extra env, wait until ready, stop it with SIGTERM or SIGKILL. Each server runs
+//! in a process group of its own ([`own_group`]), with any wrapper it was started under
+//! (`strace`, `sh`); a dropped [`Proc`] — a test that finished or panicked — kills the whole
+//! group ([`kill_group`]), so neither the server nor a wrapper's child outlives its test.
 //! `STOWAGE_TEST_BIN` runs another build of the binary (e.g. an older one, to show a test
 //! failing on it).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -28,12 +31,26 @@ pub struct Proc {
     pub log: Arc<Mutex<Vec<String>>>,
 }
 
+/// Starts `cmd` as the leader of a new process group, so [`kill_group`] reaches it and every
+/// process it starts (a wrapper's child: `strace -f -- stowage`).
+pub fn own_group(cmd: &mut Command) -> &mut Command {
+    cmd.process_group(0)
+}
+
+/// SIGKILLs the process group `child` leads (see [`own_group`]) and reaps `child`. Killing only
+/// the leader would leave a traced server running once its `strace` is gone.
+pub fn kill_group(child: &mut Child) {
+    // SAFETY: kill(2) with a negative pid signals that process group; nothing else is touched.
+    unsafe {
+        libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        // Also after a stop: a wrapper's child may outlive the wrapper.
+        kill_group(&mut self.child);
     }
 }
 
@@ -105,6 +122,7 @@ pub async fn try_start_wrapped(
             c
         }
     };
+    own_group(&mut cmd);
     cmd.args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .env("STOWAGE_LOG__FORMAT", "json")
@@ -142,8 +160,7 @@ pub async fn try_start_wrapped(
     .unwrap();
     if !listening {
         // Exited, or never said it listens: either way, no process is left behind.
-        let _ = child.kill();
-        let _ = child.wait();
+        kill_group(&mut child);
         return Err(log.lock().unwrap().join("\n"));
     }
     let demo: Value =

@@ -1,6 +1,7 @@
 //! A real S3-compatible server for tests: `moto[server]` (tests/py/requirements.txt) started
-//! from the checkers' Python on a free loopback port, with one bucket; killed on drop. Parts of
-//! a multipart upload may be as small as 512 bytes on it, so tests need not write 5 MiB parts.
+//! from the checkers' Python on a free loopback port, with one bucket; its process group killed
+//! on drop. Parts of a multipart upload may be as small as 512 bytes on it, so tests need not
+//! write 5 MiB parts.
 #![allow(dead_code)]
 
 use std::process::{Child, Command, Stdio};
@@ -91,15 +92,14 @@ impl Moto {
     /// Kills the server (its objects and buckets are gone with it).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
+            super::process::kill_group(&mut child);
         }
     }
 
     /// Starts it again on the same port, with the bucket (empty).
     pub async fn up(&mut self) {
         assert!(self.child.is_none());
-        let child = Command::new(super::python())
+        let child = super::process::own_group(&mut Command::new(super::python()))
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
             .arg(self.port.to_string())
             .env("S3_UPLOAD_PART_MIN_SIZE", "512")

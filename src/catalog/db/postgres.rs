@@ -77,38 +77,6 @@ pub fn config(url: &str) -> DbResult<tokio_postgres::Config> {
     Ok(config)
 }
 
-/// A URL fit for logs: the password, if any — after the user name (`user:pw@`, even one with an
-/// unescaped `@`) or as a `password=` parameter — replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(not a URL)".into();
-    };
-    let (base, query) = match rest.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (rest, None),
-    };
-    let base = match base.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{user}:***@{host}"),
-            None => base.to_string(),
-        },
-        None => base.to_string(),
-    };
-    let mut out = format!("{scheme}://{base}");
-    if let Some(query) = query {
-        let params: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out.push('?');
-        out.push_str(&params.join("&"));
-    }
-    out
-}
-
 /// Opens a client whose connection task runs on the catalog runtime.
 pub fn connect(config: &tokio_postgres::Config) -> DbResult<Client> {
     let config = config.clone();
@@ -359,6 +327,7 @@ pub(super) fn get_f64(row: &tokio_postgres::Row, i: usize) -> DbResult<Option<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::catalog::redact;
 
     #[test]
     fn placeholders_are_rewritten_outside_literals() {

@@ -10,7 +10,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use super::{EncodeError, Encoder};
-use crate::warehouse::schema::TableSchema;
+use crate::model::schema::TableSchema;
 
 fn err(e: impl std::fmt::Display) -> EncodeError {
     EncodeError(e.to_string())

@@ -14,7 +14,7 @@ use super::float::push_f64;
 use super::sink::{RowSize, Sink};
 use super::timestamp::Rfc3339;
 use super::{BatchEncoder, EncodeError, Encoder};
-use crate::warehouse::schema::TableSchema;
+use crate::model::schema::TableSchema;
 
 /// CSV encoder.
 pub struct CsvEncoder {

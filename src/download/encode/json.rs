@@ -16,7 +16,7 @@ use super::float::push_f64;
 use super::sink::{RowSize, Sink};
 use super::timestamp::Rfc3339;
 
-use crate::warehouse::schema::TableSchema;
+use crate::model::schema::TableSchema;
 
 /// Encodes one JSON (or NDJSON) response.
 pub struct JsonEncoder {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use ::arrow::record_batch::RecordBatch;
 
 use super::format::Format;
-use crate::warehouse::schema::TableSchema;
+use crate::model::schema::TableSchema;
 
 pub use arrow::{PARQUET_ROW_GROUP_ROWS, parquet_properties};
 pub use json::JsonEncoder;

@@ -163,7 +163,7 @@ async fn copy_file(
 /// client went away.
 async fn encode_file(
     store: &Arc<dyn ObjectStore>,
-    columns: &crate::warehouse::schema::TableSchema,
+    columns: &crate::model::schema::TableSchema,
     file: DataFile,
     batch_rows: usize,
     w: &mut CopyWriter,

@@ -17,9 +17,9 @@ use super::writer::{CopyWriter, Counts};
 use crate::config::ParquetConfig;
 use crate::download::encode::{self, EncodeOptions};
 use crate::download::format::Format;
+use crate::model::schema::{ColumnType, TableSchema};
 use crate::warehouse::chunks::{Fetched, plan_fetches};
 use crate::warehouse::reader::align;
-use crate::warehouse::schema::{ColumnType, TableSchema};
 use crate::warehouse::writer;
 
 fn table() -> TableSchema {
@@ -31,7 +31,7 @@ fn table() -> TableSchema {
         ("b", ColumnType::Boolean),
         ("ts", ColumnType::Timestamp),
     ] {
-        t.columns.push(crate::warehouse::schema::Column {
+        t.columns.push(crate::model::schema::Column {
             name: name.into(),
             ty,
         });

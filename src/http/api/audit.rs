@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use crate::accounts::Caller;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Entries per page unless `limit` says otherwise.
 const DEFAULT_LIMIT: u32 = 100;

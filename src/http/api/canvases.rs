@@ -10,10 +10,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::super::AppState;
+use super::auth::Protected;
 use super::{JsonBody, deleted};
 use crate::accounts::Caller;
 use crate::accounts::workspace::NewTableElement;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST /api/v1/canvases` and `PATCH /api/v1/canvases/{id}`
 #[derive(Debug, Deserialize)]
@@ -34,7 +35,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
 /// 201 with the new canvas.
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     JsonBody(req): JsonBody<CanvasName>,
 ) -> Result<Created, ApiError> {
     let canvas = state.accounts.create_canvas(&caller, &req.name)?;
@@ -44,7 +45,7 @@ pub async fn create(
 /// 200 with the renamed canvas.
 pub async fn rename(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<CanvasName>,
 ) -> Result<Json<Value>, ApiError> {
@@ -55,7 +56,7 @@ pub async fn rename(
 /// 204; the canvas's elements (and their share URLs) go with it.
 pub async fn delete(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.accounts.delete_canvas(&caller, &id)?;
@@ -75,7 +76,7 @@ pub async fn elements(
 /// 201 with the new element and its share URL; `{source, name?, columns?, filters?, limit?}`.
 pub async fn create_element(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<NewTableElement>,
 ) -> Result<Created, ApiError> {
@@ -86,7 +87,7 @@ pub async fn create_element(
 /// 204; the element's share URL stops working.
 pub async fn delete_element(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.accounts.delete_element(&caller, &id)?;

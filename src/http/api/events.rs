@@ -10,13 +10,13 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use super::super::AppState;
-use crate::accounts::Caller;
-use crate::error::ApiError;
+use super::auth::Protected;
+use crate::http::error::ApiError;
 
 /// 202 `{"id", "new"}`
 pub async fn request(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (id, new) = state.accounts.request_events(&caller)?;
     Ok((StatusCode::ACCEPTED, Json(json!({"id": id, "new": new}))))

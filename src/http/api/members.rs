@@ -11,10 +11,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::super::AppState;
+use super::auth::Protected;
 use super::{JsonBody, created_secret, deleted};
 use crate::accounts::Caller;
 use crate::catalog::{Role, User, now_ms};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST /api/v1/invites`
 #[derive(Debug, Deserialize)]
@@ -50,7 +51,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<
 /// `expires_at` (ms) is an upper bound, taken just after the link was stored.
 pub async fn invite(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     JsonBody(req): JsonBody<NewInvite>,
 ) -> Result<Response, ApiError> {
     let url = state.accounts.invite(&caller, &req.email, req.role)?;
@@ -73,7 +74,7 @@ pub async fn list_invites(
 /// 204; the invite's link stops working at once.
 pub async fn revoke_invite(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.accounts.revoke_invite(&caller, &id)?;
@@ -83,7 +84,7 @@ pub async fn revoke_invite(
 /// 200 with the member as changed; 409 `last_owner` for the team's only owner.
 pub async fn set_role(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<RoleChange>,
 ) -> Result<Json<Value>, ApiError> {
@@ -94,7 +95,7 @@ pub async fn set_role(
 /// 204; the member's sessions and tokens stop working at once.
 pub async fn remove(
     State(state): State<AppState>,
-    caller: Caller,
+    Protected { caller, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.accounts.remove_member(&caller, &id)?;

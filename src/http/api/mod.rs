@@ -22,8 +22,7 @@ use serde::de::DeserializeOwned;
 
 use super::AppState;
 use super::body::read_limited;
-use crate::accounts::AccountError;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Largest management request body.
 pub const MAX_BODY: usize = 64 * 1024;
@@ -149,48 +148,6 @@ async fn no_such_endpoint() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
 }
 
-impl From<AccountError> for ApiError {
-    fn from(e: AccountError) -> Self {
-        let msg = e.to_string();
-        match e {
-            AccountError::NotSignedIn => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "not_signed_in", msg)
-            }
-            AccountError::InvalidCredentials => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", msg)
-            }
-            AccountError::TooManyAttempts(wait) => {
-                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_attempts", msg)
-                    .retry_after(wait)
-            }
-            AccountError::Busy => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", msg)
-                .retry_after(std::time::Duration::from_secs(1)),
-            AccountError::LimitReached(_) => {
-                ApiError::new(StatusCode::CONFLICT, "limit_reached", msg)
-            }
-            AccountError::Csrf => ApiError::new(StatusCode::FORBIDDEN, "csrf", msg),
-            AccountError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
-            AccountError::EventsDisabled => {
-                ApiError::new(StatusCode::FORBIDDEN, "events_disabled", msg)
-            }
-            AccountError::EventsEnabled => {
-                ApiError::new(StatusCode::CONFLICT, "events_enabled", msg)
-            }
-            AccountError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", msg),
-            AccountError::LastOwner => ApiError::new(StatusCode::CONFLICT, "last_owner", msg),
-            AccountError::Taken(_) => ApiError::new(StatusCode::CONFLICT, "email_taken", msg),
-            AccountError::Gone(_) => ApiError::new(StatusCode::GONE, "link_expired", msg),
-            AccountError::Invalid { field, .. } => {
-                let e = ApiError::bad_request("invalid_request", msg);
-                if field.is_empty() { e } else { e.field(field) }
-            }
-            AccountError::Catalog(c) => {
-                ApiError::catalog_unavailable(&c, std::time::Duration::from_secs(1))
-            }
-        }
-    }
-}
-
 /// Parses a JSON request body into `T`: 400 `invalid_json` when it is not JSON, 400
 /// `invalid_request` naming the field when it has the wrong shape (a missing or unknown field
 /// is named too). An empty body reads as `{}`.
@@ -229,8 +186,8 @@ pub fn parse_json<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiError> {
 }
 
 /// A JSON request body of at most [`MAX_BODY`] bytes, parsed by [`parse_json`]. As the last
-/// extractor of a handler, it runs after [`crate::accounts::Caller`]: a signed-out request is
-/// answered 401 before its body is read.
+/// extractor of a handler, it runs after [`auth::Protected`] (or [`crate::accounts::Caller`]): a
+/// signed-out or cross-site request is refused before its body is read.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 

@@ -13,10 +13,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::super::AppState;
+use super::auth::Protected;
 use super::{JsonBody, created_secret, deleted};
 use crate::accounts::Caller;
 use crate::catalog::{PatInfo, SecretInfo, SecretKind};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `POST` body of all three: an optional label.
 #[derive(Debug, Default, Deserialize)]
@@ -125,7 +126,7 @@ pub async fn list_keys(State(s): State<AppState>, c: Caller) -> Result<Json<Valu
 /// `POST /api/v1/keys` → 201 `{id, key, prefix, created_at, name}`
 pub async fn create_key(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     JsonBody(req): JsonBody<NewSecret>,
 ) -> Result<Response, ApiError> {
     create_secret(&s, &c, SecretKind::DataKey, req)
@@ -134,7 +135,7 @@ pub async fn create_key(
 /// `DELETE /api/v1/keys/{id}` → 204
 pub async fn revoke_key(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     // Answered once no node accepts it any more.
@@ -154,7 +155,7 @@ pub async fn list_tokens(State(s): State<AppState>, c: Caller) -> Result<Json<Va
 /// until the operator enables events.
 pub async fn create_token(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     JsonBody(req): JsonBody<NewSecret>,
 ) -> Result<Response, ApiError> {
     create_secret(&s, &c, SecretKind::EventsToken, req)
@@ -163,7 +164,7 @@ pub async fn create_token(
 /// `DELETE /api/v1/tokens/{id}` → 204
 pub async fn revoke_token(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     // Answered once no node accepts it any more.
@@ -183,7 +184,7 @@ pub async fn list_pats(State(s): State<AppState>, c: Caller) -> Result<Json<Valu
 /// `POST /api/v1/pats` → 201 `{id, token, prefix, created_at, name}`
 pub async fn create_pat(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     JsonBody(req): JsonBody<NewSecret>,
 ) -> Result<Response, ApiError> {
     let (info, secret) = s.accounts.create_pat(&c, req.name.as_deref())?;
@@ -193,7 +194,7 @@ pub async fn create_pat(
 /// `DELETE /api/v1/pats/{id}` → 204; another user's id is 404.
 pub async fn revoke_pat(
     State(s): State<AppState>,
-    c: Caller,
+    Protected { caller: c, .. }: Protected,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     s.accounts.revoke_pat(&c, &id)?;

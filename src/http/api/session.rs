@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use super::super::body::read_limited;
-use super::auth::{Address, clear_cookie, same_origin, session_cookie, set_cookie};
+use super::auth::{Address, Protected, SameOrigin, clear_cookie, session_cookie, set_cookie};
 use super::{MAX_BODY, parse_json};
-use crate::accounts::{AccountError, Caller};
+use crate::accounts::Caller;
 use crate::catalog::{Session, Team, User};
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,13 +48,10 @@ pub fn me_body(user: &User, team: &Team, csrf: Option<&str>) -> Value {
 pub async fn sign_in(
     State(state): State<AppState>,
     Address(address): Address,
+    _: SameOrigin,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    // A cross-site page must not sign a visitor into someone else's account.
-    if !same_origin(&state, &headers) {
-        return Err(AccountError::Csrf.into());
-    }
     let body = read_limited(&headers, body, MAX_BODY).await?;
     let req: SignIn = parse_json(&body)?;
     let (session, cookie) = state
@@ -74,12 +71,10 @@ pub async fn sign_in(
 pub async fn use_link(
     State(state): State<AppState>,
     Address(address): Address,
+    _: SameOrigin,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<Response, ApiError> {
-    if !same_origin(&state, &headers) {
-        return Err(AccountError::Csrf.into());
-    }
     let body = read_limited(&headers, body, MAX_BODY).await?;
     let req: UseLink = parse_json(&body)?;
     let secret = req.link.rsplit('/').next().unwrap_or_default().trim();
@@ -109,7 +104,10 @@ fn signed_in(state: &AppState, session: &Session, cookie: &str) -> Response {
 }
 
 /// Signs out: the session stops working at once; the cookie is cleared.
-pub async fn sign_out(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
+pub async fn sign_out(
+    State(state): State<AppState>,
+    Protected { caller, .. }: Protected,
+) -> Result<Response, ApiError> {
     state.accounts.sign_out(&caller)?;
     Ok((
         StatusCode::NO_CONTENT,

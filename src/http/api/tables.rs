@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::super::AppState;
 use crate::accounts::Caller;
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// `{"tables": [{name, columns: [{name, type}], rows, files, bytes, last_received_at}]}`
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Json<Value>, ApiError> {

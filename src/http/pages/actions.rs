@@ -4,29 +4,20 @@
 //! to its section of `/settings`. A refused action shows the page again with the reason and its
 //! status (400/403/404/409); a missing or wrong CSRF token is the 403 "form expired" page.
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRequest, Path, Request};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::super::AppState;
-use super::super::api::auth::Signed;
+use super::super::api::auth::{Form, Protected};
 use super::flash::{Message, Secret, SecretKind as Shown};
+use super::see_other;
 use super::settings::{render, session_id};
-use super::{form_expired, read_form, see_other};
 use crate::accounts::workspace::NewTableElement;
 use crate::accounts::{AccountError, Accounts, Caller, Result};
 use crate::catalog::{Role, SecretKind};
-
-/// A form with the session's CSRF token.
-#[derive(Deserialize)]
-struct Protected<T> {
-    #[serde(default)]
-    csrf: String,
-    #[serde(flatten)]
-    inner: T,
-}
 
 /// A form with nothing but the token.
 #[derive(Deserialize)]
@@ -95,35 +86,27 @@ fn role(s: &str) -> Result<Role> {
     }
 }
 
-/// A settings form, ready to run: the caller (signed in, with the form's CSRF token checked)
-/// and the parsed form. Extracting it answers, instead, 303 to `/login` when signed out and
-/// the 403 "form expired" page for a missing or wrong token.
+/// A settings form, ready to run: the caller and the parsed form, taken as a
+/// [`Protected`] change (same origin, the form's CSRF token). Extracting it answers, instead, 303
+/// to `/login` when signed out and the 403 "form expired" page for a cross-site post or a
+/// missing or wrong token (as [`super::super::api::auth::FormRefused`] is answered).
 pub struct Action<F> {
     state: AppState,
     caller: Caller,
     form: F,
 }
 
-impl<F: DeserializeOwned> FromRequest<AppState> for Action<F> {
+impl<F: DeserializeOwned + Send> FromRequest<AppState> for Action<F> {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &AppState) -> std::result::Result<Self, Response> {
-        let (mut parts, body) = req.into_parts();
-        let Ok(Signed(caller)) = Signed::from_request_parts(&mut parts, state).await;
-        let caller = match caller {
-            Ok(c) => c,
-            Err(AccountError::NotSignedIn) => return Err(see_other("/login")),
-            Err(AccountError::Csrf) => return Err(form_expired()),
-            Err(e) => return Err(super::error_page(&e)),
-        };
-        let form: Protected<F> = read_form(&parts.headers, body).await?;
-        if caller.check_csrf(Some(&form.csrf)).is_err() {
-            return Err(form_expired());
-        }
+        let Protected { caller, form } = Protected::<Form<F>>::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
         Ok(Action {
             state: state.clone(),
             caller,
-            form: form.inner,
+            form: form.fields,
         })
     }
 }

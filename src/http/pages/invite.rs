@@ -11,7 +11,7 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use super::super::AppState;
-use super::super::api::auth::{Address, same_origin, set_cookie};
+use super::super::api::auth::{Address, CrossSite, SameOrigin, set_cookie};
 use super::view::Chrome;
 use super::{form_expired, message, page, read_form, see_other, view};
 use crate::accounts::AccountError;
@@ -93,12 +93,13 @@ pub async fn accept(
     State(state): State<AppState>,
     Path(secret): Path<String>,
     Address(address): Address,
+    // The secret in the path is what a forger cannot know; the origin check stops a page
+    // elsewhere from using a link it somehow holds to sign this browser in.
+    origin: Result<SameOrigin, CrossSite>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // The secret in the path is what a forger cannot know; the origin check stops a page
-    // elsewhere from using a link it somehow holds to sign this browser in.
-    if !same_origin(&state, &headers) {
+    if origin.is_err() {
         return form_expired();
     }
     let form: AcceptForm = match read_form(&headers, body).await {

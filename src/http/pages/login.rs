@@ -11,8 +11,10 @@ use serde::Deserialize;
 
 use super::super::AppState;
 use super::super::api::auth::{
-    Address, Signed, clear_cookie, same_origin, session_cookie, set_cookie,
+    Address, CrossSite, Form, FormRefused, Protected, SameOrigin, Signed, clear_cookie,
+    session_cookie, set_cookie,
 };
+use super::actions::Empty;
 use super::view::Chrome;
 use super::{form_expired, page, read_form, see_other, view};
 use crate::accounts::AccountError;
@@ -54,11 +56,11 @@ struct SignInForm {
 pub async fn sign_in(
     State(state): State<AppState>,
     Address(address): Address,
+    origin: Result<SameOrigin, CrossSite>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    // A cross-site page must not sign a visitor into someone else's account.
-    if !same_origin(&state, &headers) {
+    if origin.is_err() {
         return form_expired();
     }
     let form: SignInForm = match read_form(&headers, body).await {
@@ -115,32 +117,18 @@ pub async fn sign_in(
     resp
 }
 
-#[derive(Deserialize)]
-struct CsrfForm {
-    #[serde(default)]
-    csrf: String,
-}
-
 /// Signs out (the session stops working at once), clears the cookie, 303 to `/login`.
 pub async fn sign_out(
     State(state): State<AppState>,
-    Signed(caller): Signed,
-    headers: HeaderMap,
-    body: Body,
+    change: Result<Protected<Form<Empty>>, FormRefused>,
 ) -> Response {
-    let caller = match caller {
-        Ok(c) => c,
-        Err(AccountError::Csrf) => return form_expired(),
+    let caller = match change {
+        Ok(Protected { caller, .. }) => caller,
+        Err(FormRefused::Account(AccountError::Csrf)) => return form_expired(),
+        Err(FormRefused::Unreadable(e)) => return super::unreadable(&e),
         // Nobody to sign out; make sure no stale cookie stays behind either.
-        Err(_) => return with_cleared_cookie(see_other("/login")),
+        Err(FormRefused::Account(_)) => return with_cleared_cookie(see_other("/login")),
     };
-    let form: CsrfForm = match read_form(&headers, body).await {
-        Ok(f) => f,
-        Err(resp) => return resp,
-    };
-    if caller.check_csrf(Some(&form.csrf)).is_err() {
-        return form_expired();
-    }
     if let Err(e) = state.accounts.sign_out(&caller) {
         return super::error_page(&e);
     }

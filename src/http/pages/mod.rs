@@ -23,13 +23,12 @@ use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
 
 use super::AppState;
-use super::body::read_limited;
+use super::api::auth::{FormRefused, MAX_FORM};
+use super::body;
 use crate::accounts::AccountError;
+use crate::http::error::ApiError;
 
 pub use flash::Flash;
-
-/// Largest form body.
-const MAX_FORM: usize = 16 * 1024;
 
 /// Only this origin's styles, scripts and form targets; never inside a frame.
 const CSP: &str = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; \
@@ -242,17 +241,31 @@ pub(crate) async fn read_form<T: DeserializeOwned>(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<T, Response> {
-    let bad = |status: StatusCode, text: &str| {
-        message(
-            status,
-            "The form could not be read",
-            text,
-            ("/settings", "Back to settings"),
-        )
-    };
-    let bytes = read_limited(headers, body, MAX_FORM)
+    body::read_form(headers, body, MAX_FORM)
         .await
-        .map_err(|e| bad(e.status, &view::sentence(&e.message)))?;
-    serde_urlencoded::from_bytes(&bytes)
-        .map_err(|e| bad(StatusCode::BAD_REQUEST, &view::sentence(&e.to_string())))
+        .map_err(|e| unreadable(&e))
+}
+
+/// The page for a form body that could not be read: its status and why.
+pub(crate) fn unreadable(e: &ApiError) -> Response {
+    message(
+        e.status,
+        "The form could not be read",
+        &view::sentence(&e.message),
+        ("/settings", "Back to settings"),
+    )
+}
+
+/// How the pages answer a refused change of a form: signed out → the sign-in form; a
+/// cross-site request or a missing or wrong token → the "form expired" page; a body that could
+/// not be read → what was wrong with it; otherwise the error page.
+impl IntoResponse for FormRefused {
+    fn into_response(self) -> Response {
+        match self {
+            FormRefused::Account(AccountError::NotSignedIn) => see_other("/login"),
+            FormRefused::Account(AccountError::Csrf) => form_expired(),
+            FormRefused::Account(e) => error_page(&e),
+            FormRefused::Unreadable(e) => unreadable(&e),
+        }
+    }
 }

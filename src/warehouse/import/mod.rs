@@ -10,14 +10,21 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::layout::DataFilePath;
-use super::naming::normalize;
-use super::schema::{ColumnType, TableSchema};
-use super::writer;
-use crate::catalog::{Catalog, NewDataFile, TeamId};
+mod parquet;
+mod rows;
+mod sink;
+
+pub use sink::ImportError;
+
+use self::parquet::decode_parquet;
+use crate::catalog::{Catalog, NewDataFile};
 use crate::config::ParquetConfig;
-use crate::ingest::buffer::TableBuffer;
-use crate::ingest::event::{Cell, Value, object_cells, parse_time};
+use crate::model::TeamId;
+use crate::model::naming::normalize;
+use crate::model::schema::TableSchema;
+use crate::warehouse::layout::{self, DataFilePath};
+use rows::{csv_rows, decode_rows, ndjson_rows};
+use sink::Sink;
 
 /// Input formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,17 +62,6 @@ impl ImportFormat {
     }
 }
 
-/// Why an import was refused; nothing was committed.
-#[derive(Debug, thiserror::Error)]
-pub enum ImportError {
-    /// The input is malformed or has a value that cannot be stored.
-    #[error("{0}")]
-    Input(String),
-    /// Storage or catalog failure.
-    #[error("import failed: {0}")]
-    Internal(String),
-}
-
 /// What an import did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ImportStats {
@@ -76,9 +72,6 @@ pub struct ImportStats {
     /// Files committed.
     pub files: usize,
 }
-
-/// Rows per written file.
-pub(super) const CHUNK_ROWS: usize = 100_000;
 
 /// Where imports go.
 pub struct Importer<'a> {
@@ -104,7 +97,7 @@ pub enum Source {
 
 impl Source {
     /// The source as a byte stream.
-    pub(super) fn into_read(self) -> Box<dyn Read + Send> {
+    fn into_read(self) -> Box<dyn Read + Send> {
         match self {
             Source::Bytes(b) => Box::new(std::io::Cursor::new(b)),
             Source::File(f) => Box::new(std::io::BufReader::new(f)),
@@ -140,13 +133,7 @@ pub async fn import(
     let date = chrono::Utc::now().date_naive();
     let mut failure = None;
     while let Some((batch, data)) = rx.recv().await {
-        let path = DataFilePath::new(
-            prefix,
-            team.as_str(),
-            &name,
-            date,
-            &super::layout::new_file_id(),
-        );
+        let path = DataFilePath::new(prefix, team.as_str(), &name, date, &layout::new_file_id());
         let meta = NewDataFile {
             table: name.clone(),
             path: path.as_str().to_string(),
@@ -207,21 +194,12 @@ pub async fn import(
     })
 }
 
-pub(super) type Sink = tokio::sync::mpsc::Sender<(RecordBatch, bytes::Bytes)>;
-
-pub(super) fn emit(batch: RecordBatch, cfg: &ParquetConfig, tx: &Sink) -> Result<(), ImportError> {
-    let data = writer::encode(&batch, cfg).map_err(|e| ImportError::Internal(e.to_string()))?;
-    tx.blocking_send((batch, data))
-        .map_err(|_| ImportError::Internal("upload stopped".into()))
-}
-
 fn decode(
     format: ImportFormat,
     input: Source,
     cfg: &ParquetConfig,
     tx: &Sink,
 ) -> Result<(), ImportError> {
-    use super::import_parquet::decode_parquet;
     match (format, input) {
         (ImportFormat::Parquet, Source::Bytes(b)) => decode_parquet(b, cfg, tx),
         (ImportFormat::Parquet, Source::File(f)) => decode_parquet(f, cfg, tx),
@@ -229,148 +207,5 @@ fn decode(
             decode_rows(csv_rows(input.into_read(), delimiter)?, cfg, tx)
         }
         (ImportFormat::Ndjson, input) => decode_rows(ndjson_rows(input.into_read()), cfg, tx),
-    }
-}
-
-/// Buffers rows like a team actor does (same columns and widening) and writes chunk files.
-fn decode_rows(
-    rows: impl Iterator<Item = Result<Vec<Cell>, ImportError>>,
-    cfg: &ParquetConfig,
-    tx: &Sink,
-) -> Result<(), ImportError> {
-    let mut buf = TableBuffer::default();
-    for row in rows {
-        buf.append(&row?)
-            .map_err(|e| ImportError::Internal(e.to_string()))?;
-        if buf.rows() >= CHUNK_ROWS {
-            emit(buf.take_batch(), cfg, tx)?;
-        }
-    }
-    if buf.rows() > 0 {
-        emit(buf.take_batch(), cfg, tx)?;
-    }
-    Ok(())
-}
-
-fn ndjson_rows(
-    input: Box<dyn Read + Send>,
-) -> impl Iterator<Item = Result<Vec<Cell>, ImportError>> {
-    use std::io::BufRead;
-    std::io::BufReader::new(input)
-        .lines()
-        .enumerate()
-        .filter_map(|(i, line)| {
-            let line_no = i + 1;
-            let line = match line {
-                Ok(l) => l,
-                Err(e) => return Some(Err(ImportError::Input(format!("line {line_no}: {e}")))),
-            };
-            if line.trim().is_empty() {
-                return None;
-            }
-            Some(match object_cells(&line, &format!("line {line_no}")) {
-                Ok(cells) => Ok(cells),
-                Err(e) if e.code == "invalid_body" => Err(ImportError::Input(format!(
-                    "line {line_no}: each line must be a JSON object"
-                ))),
-                Err(e) => Err(ImportError::Input(format!("line {line_no}: {}", e.message))),
-            })
-        })
-}
-
-/// CSV: every field is text, so column types are inferred from the whole column first
-/// (int64, float64, boolean, timestamp, else string; empty fields are null). The input is read
-/// into memory once for that.
-fn csv_rows(
-    mut input: Box<dyn Read + Send>,
-    delimiter: u8,
-) -> Result<impl Iterator<Item = Result<Vec<Cell>, ImportError>>, ImportError> {
-    let mut text = Vec::new();
-    input
-        .read_to_end(&mut text)
-        .map_err(|e| ImportError::Input(e.to_string()))?;
-    // A UTF-8 byte-order mark (spreadsheets write one) is not part of the first header.
-    let body = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&text);
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(false)
-        .delimiter(delimiter)
-        .from_reader(body);
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(|e| ImportError::Input(format!("header row: {e}")))?
-        .iter()
-        .map(normalize)
-        .collect();
-    if let Some(bad) = headers.iter().position(String::is_empty) {
-        return Err(ImportError::Input(format!(
-            "column {} of the header has no letter or digit to make a name from",
-            bad + 1
-        )));
-    }
-    let mut records = Vec::new();
-    let mut types: Vec<Option<ColumnType>> = vec![None; headers.len()];
-    for (i, rec) in reader.records().enumerate() {
-        let rec = rec.map_err(|e| ImportError::Input(format!("line {}: {e}", i + 2)))?;
-        for (j, field) in rec.iter().enumerate() {
-            if let Some(t) = infer(field) {
-                types[j] = Some(types[j].map_or(t, |old| old.widen(t)));
-            }
-        }
-        records.push(rec);
-    }
-    Ok(records.into_iter().map(move |rec| {
-        Ok(rec
-            .iter()
-            .enumerate()
-            .map(|(j, f)| {
-                (
-                    headers[j].clone(),
-                    typed(f, types[j].unwrap_or(ColumnType::String)),
-                )
-            })
-            .collect())
-    }))
-}
-
-fn infer(field: &str) -> Option<ColumnType> {
-    if field.is_empty() {
-        None
-    } else if field.parse::<i64>().is_ok() {
-        Some(ColumnType::Int64)
-    } else if field.parse::<f64>().is_ok_and(f64::is_finite) {
-        // Finite only: `inf`, `NaN`, `1e400` stay text (JSON has no such numbers).
-        Some(ColumnType::Float64)
-    } else if field == "true" || field == "false" {
-        Some(ColumnType::Boolean)
-    } else if parse_time(&serde_json::Value::String(field.into())).is_some() {
-        Some(ColumnType::Timestamp)
-    } else {
-        Some(ColumnType::String)
-    }
-}
-
-fn typed(field: &str, ty: ColumnType) -> Value {
-    if field.is_empty() {
-        return Value::Null;
-    }
-    match ty {
-        ColumnType::Int64 => field
-            .parse()
-            .map(Value::Int)
-            .unwrap_or(Value::Str(field.into())),
-        // Integers stay integers (exact, as in events); the buffer stores them losslessly.
-        ColumnType::Float64 => match field.parse::<i64>() {
-            Ok(i) => Value::Int(i),
-            Err(_) => field
-                .parse()
-                .ok()
-                .filter(|f: &f64| f.is_finite())
-                .map_or(Value::Str(field.into()), Value::Float),
-        },
-        ColumnType::Boolean => Value::Bool(field == "true"),
-        ColumnType::Timestamp => parse_time(&serde_json::Value::String(field.into()))
-            .map(Value::Ts)
-            .unwrap_or(Value::Str(field.into())),
-        ColumnType::String => Value::Str(field.into()),
     }
 }

@@ -21,10 +21,10 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::file::reader::ChunkReader;
 use parquet::file::statistics::Statistics;
 
-use super::import::{CHUNK_ROWS, ImportError, Sink, emit};
-use super::naming::normalize;
-use super::schema::{Column, ColumnType, TableSchema};
+use super::sink::{CHUNK_ROWS, ImportError, Sink, emit};
 use crate::config::ParquetConfig;
+use crate::model::naming::normalize;
+use crate::model::schema::{Column, ColumnType, TableSchema};
 
 /// How one column is converted.
 #[derive(Debug, Clone, Copy)]
@@ -41,7 +41,7 @@ enum Conv {
 
 /// Reads `input` (bytes in memory, or a file read in place) as Parquet and emits
 /// warehouse-typed chunks.
-pub(super) fn decode_parquet<T: ChunkReader + 'static>(
+pub fn decode_parquet<T: ChunkReader + 'static>(
     input: T,
     cfg: &ParquetConfig,
     tx: &Sink,

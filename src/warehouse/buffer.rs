@@ -2,8 +2,9 @@
 //! the rows before them; a value that disagrees with its column's type widens the column in place.
 //! Widening never goes through a lossy step: a float64 column that received integers keeps them
 //! as integers until it is written (as float64 when every one converts exactly, else as their
-//! text — see [`crate::warehouse::schema::TYPE_KEY`]), and a column widened to string takes each
-//! value's text by [`crate::warehouse::text`], the same conversion readers apply to older files.
+//! text — see [`crate::model::schema::TYPE_KEY`]), and a column widened to string takes each
+//! value's text by [`crate::model::text`], the same conversion readers apply to older files.
+//! Team actors buffer events in it; imports buffer their rows in it the same way.
 
 use foldhash::HashMap;
 use std::sync::Arc;
@@ -16,9 +17,9 @@ use arrow::datatypes::{Field, Schema};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-use super::event::{Cell, Value};
-use crate::warehouse::schema::{ColumnType, TableSchema};
-use crate::warehouse::text::{float_text, int_is_safe_in_float, to_text};
+use crate::model::schema::{ColumnType, TableSchema};
+use crate::model::text::{float_text, int_is_safe_in_float, to_text};
+use crate::model::value::{Cell, Value};
 
 /// A value of a float64 column that has seen integers.
 #[derive(Debug, Clone, Copy)]

@@ -13,9 +13,9 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::event::{Cell, Value};
-use crate::error::ApiError;
-use crate::warehouse::naming;
+use super::invalid::Invalid;
+use super::naming;
+use super::value::{Cell, Value};
 
 /// Objects nest into `a_b_c` columns up to this many keys deep; deeper ones become JSON text.
 pub const MAX_FLATTEN_DEPTH: usize = 3;
@@ -81,7 +81,7 @@ pub fn flatten<'a>(
     path_prefix: &[&str],
     field: &str,
     names: Names,
-) -> Result<(Vec<Cell>, Losers<'a>), ApiError> {
+) -> Result<(Vec<Cell>, Losers<'a>), Invalid> {
     let mut found = Vec::new();
     let mut prefixes: Vec<Vec<String>> = vec![path_prefix.iter().map(|p| p.to_string()).collect()];
     collect(
@@ -146,13 +146,13 @@ fn collect<'a>(
     field: &str,
     names: Names,
     out: &mut Vec<Candidate<'a>>,
-) -> Result<(), ApiError> {
+) -> Result<(), Invalid> {
     // Built only when needed: error messages and nested objects.
     let field_of = |key: &str| format!("{field}.{key}");
     for (key, raw) in &obj.0 {
         // A name normalises to nothing exactly when it has no ASCII letter or digit.
         if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
-            return Err(ApiError::bad_request(
+            return Err(Invalid::new(
                 "invalid_property_name",
                 format!("{key:?} has no letter or digit to make a column name from"),
             )
@@ -171,7 +171,7 @@ fn collect<'a>(
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
             let inner: RawObject<'a> = serde_json::from_str(text).map_err(|e| {
                 let f = field_of(key);
-                ApiError::bad_request("invalid_json", format!("{f}: {e}")).field(f)
+                Invalid::new("invalid_json", format!("{f}: {e}")).field(f)
             })?;
             // An empty object has no keys to flatten: it is kept as `{}` under its own name.
             if !inner.0.is_empty() {
@@ -209,8 +209,8 @@ fn collect<'a>(
 }
 
 /// The typed value of one JSON value's text.
-pub fn typed(text: &str) -> Result<Value, ApiError> {
-    let bad = |e: serde_json::Error| ApiError::bad_request("invalid_json", e.to_string());
+pub fn typed(text: &str) -> Result<Value, Invalid> {
+    let bad = |e: serde_json::Error| Invalid::new("invalid_json", e.to_string());
     Ok(match text.as_bytes().first() {
         Some(b'"') => Value::Str(serde_json::from_str(text).map_err(bad)?),
         Some(b't') => Value::Bool(true),
@@ -278,6 +278,24 @@ pub fn unmapped_text(losers: &[(Vec<String>, &str)]) -> String {
     let mut out = String::new();
     write(&root, &mut out);
     out
+}
+
+/// One free-form JSON object as cells (imports): flattened and typed like event properties,
+/// without the reserved-name prefixing (imported tables have no standard columns); collision
+/// losers go to `_unmapped`.
+pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, Invalid> {
+    let obj: RawObject = serde_json::from_str(line).map_err(|e| {
+        if e.is_data() {
+            Invalid::new("invalid_body", "not a JSON object")
+        } else {
+            Invalid::new("invalid_json", format!("not valid JSON: {e}"))
+        }
+    })?;
+    let (mut cells, losers) = flatten(&obj, "", &[], path, Names::Plain)?;
+    if !losers.is_empty() {
+        cells.push((UNMAPPED.into(), Value::Str(unmapped_text(&losers))));
+    }
+    Ok(cells)
 }
 
 #[cfg(test)]

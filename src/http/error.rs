@@ -1,11 +1,18 @@
 //! The HTTP edge's error type: every failure a client can see, with its status, its stable
-//! snake_case code and the JSON body `{"error": {"code", "message", "field"}}`.
+//! snake_case code and the JSON body `{"error": {"code", "message", "field"}}` — and the one
+//! place the layers' own errors become it: a refused input ([`Invalid`]), a refused download
+//! ([`DownloadError`]), a refused account action ([`AccountError`]). The engine never returns
+//! it.
 
 use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+
+use crate::accounts::AccountError;
+use crate::download::DownloadError;
+use crate::model::Invalid;
 
 /// A client-visible error. Internal causes are logged, never sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,3 +174,72 @@ impl std::fmt::Display for ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        let mut api = ApiError::bad_request(e.code, e.message);
+        api.field = e.field;
+        api
+    }
+}
+
+impl From<DownloadError> for ApiError {
+    fn from(e: DownloadError) -> Self {
+        match e {
+            DownloadError::Invalid(invalid) => invalid.into(),
+            DownloadError::NotFound => ApiError::not_found(),
+            DownloadError::CursorExpired(message) => {
+                ApiError::new(StatusCode::GONE, "cursor_expired", message).field("cursor")
+            }
+            DownloadError::NotAcceptable(message) => {
+                ApiError::new(StatusCode::NOT_ACCEPTABLE, "not_acceptable", message)
+            }
+            DownloadError::Catalog(cause) => {
+                tracing::error!(error = %cause, "catalog read failed during download");
+                ApiError::internal()
+            }
+        }
+    }
+}
+
+impl From<AccountError> for ApiError {
+    fn from(e: AccountError) -> Self {
+        let msg = e.to_string();
+        match e {
+            AccountError::NotSignedIn => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "not_signed_in", msg)
+            }
+            AccountError::InvalidCredentials => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "invalid_credentials", msg)
+            }
+            AccountError::TooManyAttempts(wait) => {
+                ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_attempts", msg)
+                    .retry_after(wait)
+            }
+            AccountError::Busy => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "overloaded", msg)
+                .retry_after(std::time::Duration::from_secs(1)),
+            AccountError::LimitReached(_) => {
+                ApiError::new(StatusCode::CONFLICT, "limit_reached", msg)
+            }
+            AccountError::Csrf => ApiError::new(StatusCode::FORBIDDEN, "csrf", msg),
+            AccountError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, "forbidden", msg),
+            AccountError::EventsDisabled => {
+                ApiError::new(StatusCode::FORBIDDEN, "events_disabled", msg)
+            }
+            AccountError::EventsEnabled => {
+                ApiError::new(StatusCode::CONFLICT, "events_enabled", msg)
+            }
+            AccountError::NotFound(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", msg),
+            AccountError::LastOwner => ApiError::new(StatusCode::CONFLICT, "last_owner", msg),
+            AccountError::Taken(_) => ApiError::new(StatusCode::CONFLICT, "email_taken", msg),
+            AccountError::Gone(_) => ApiError::new(StatusCode::GONE, "link_expired", msg),
+            AccountError::Invalid { field, .. } => {
+                let e = ApiError::bad_request("invalid_request", msg);
+                if field.is_empty() { e } else { e.field(field) }
+            }
+            AccountError::Catalog(c) => {
+                ApiError::catalog_unavailable(&c, std::time::Duration::from_secs(1))
+            }
+        }
+    }
+}

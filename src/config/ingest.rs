@@ -1,0 +1,58 @@
+//! `[ingest]`: when an event is acknowledged, body and batch limits, buffer budgets and idle
+//! team actors.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::units::{ByteSize, HumanDuration};
+
+/// When `200` is sent for an event.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AckMode {
+    /// After the event is in the WAL and fsync'd.
+    Durable,
+    /// As soon as the event is queued in memory (faster; a crash may lose the last moments).
+    Buffered,
+}
+
+/// `[ingest]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IngestConfig {
+    /// `durable` or `buffered`.
+    pub ack: AckMode,
+    /// Largest accepted event body (after gzip decompression).
+    pub max_body: ByteSize,
+    /// Largest accepted `POST /v1/batch` body (after gzip decompression).
+    pub max_batch_body: ByteSize,
+    /// Most messages in one `POST /v1/batch`.
+    pub max_batch_events: usize,
+    /// Largest accepted `POST /v1/import` body (after gzip decompression).
+    pub max_import_body: ByteSize,
+    /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
+    pub team_budget: ByteSize,
+    /// Bytes all teams together may hold; beyond it → 503.
+    pub global_budget: ByteSize,
+    /// `Retry-After` sent with 429/503.
+    pub retry_after: HumanDuration,
+    /// A team actor with nothing buffered stops after this long without events.
+    pub idle_timeout: HumanDuration,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        Self {
+            ack: AckMode::Durable,
+            max_body: ByteSize(32 * 1024),
+            max_batch_body: ByteSize(512 * 1024),
+            max_batch_events: 2500,
+            max_import_body: ByteSize(1 << 30),
+            team_budget: ByteSize(256 << 20),
+            global_budget: ByteSize(1 << 30),
+            retry_after: HumanDuration(Duration::from_secs(1)),
+            idle_timeout: HumanDuration(Duration::from_secs(300)),
+        }
+    }
+}
