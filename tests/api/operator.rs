@@ -84,21 +84,23 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
     let again = api.sign_in("owner@acme.example").await;
     secrets.push(again.cookie.clone().unwrap());
     // A reset link made with a 1 ms lifetime (from the environment) has expired when used.
-    let (ok, reset, stderr) = process::cli(
-        dir.path(),
-        &[
+    // `admin user reset` for the owner with extra environment; its link, whose secret is kept.
+    let mut reset_link = |env: &[(&str, &str)]| {
+        let args = [
             "--json",
             "admin",
             "user",
             "reset",
             "--email",
             "owner@acme.example",
-        ],
-        &[("STOWAGE_ACCOUNTS__LINK_TTL", "1ms")],
-    );
-    assert!(ok, "{stderr}");
-    let reset = reset["set_password_url"].as_str().unwrap().to_string();
-    secrets.push(reset.rsplit('/').next().unwrap().to_string());
+        ];
+        let (ok, reset, stderr) = process::cli(dir.path(), &args, env);
+        assert!(ok, "{stderr}");
+        let link = reset["set_password_url"].as_str().unwrap().to_string();
+        secrets.push(link.rsplit('/').next().unwrap().to_string());
+        link
+    };
+    let reset = reset_link(&[("STOWAGE_ACCOUNTS__LINK_TTL", "1ms")]);
     let body = json!({"link": reset, "password": "another long password"});
     let r = api.post(&Who::anonymous(), "/api/v1/links/use", body).await;
     r.expect(410, Some("link_expired"), "an expired reset link");
@@ -113,21 +115,7 @@ async fn an_operator_made_owner_signs_in_asks_for_events_and_no_secret_leaks() {
             Some("invalid_credentials"),
             "the password after a reset",
         );
-    let (ok, reset, stderr) = process::cli(
-        dir.path(),
-        &[
-            "--json",
-            "admin",
-            "user",
-            "reset",
-            "--email",
-            "owner@acme.example",
-        ],
-        &[],
-    );
-    assert!(ok, "{stderr}");
-    let reset = reset["set_password_url"].as_str().unwrap().to_string();
-    secrets.push(reset.rsplit('/').next().unwrap().to_string());
+    let reset = reset_link(&[]);
     let body = json!({"link": reset, "password": PASSWORD});
     let r = api.post(&Who::anonymous(), "/api/v1/links/use", body).await;
     r.ok(200, "a fresh reset link");

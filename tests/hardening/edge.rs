@@ -132,13 +132,7 @@ async fn silent_connections_close_early_and_one_address_cannot_take_every_slot()
         ("STOWAGE_SERVER__MAX_CONNECTIONS_PER_ADDRESS", "4"),
     ])
     .await;
-    let addr: SocketAddr = demo
-        .api
-        .base
-        .strip_prefix("http://")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = demo.addr();
 
     // A connection that sends nothing is closed at the header timeout, not the idle one.
     let opened = Instant::now();
@@ -224,13 +218,7 @@ async fn a_client_that_reads_nothing_is_cut_off() {
         ("STOWAGE_SERVER__HEADER_TIMEOUT", "2s"),
     ])
     .await;
-    let addr: SocketAddr = demo
-        .api
-        .base
-        .strip_prefix("http://")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let addr = demo.addr();
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let s = socket.connect(addr).await.unwrap();

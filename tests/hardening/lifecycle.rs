@@ -265,7 +265,7 @@ async fn rights_are_checked_when_the_body_has_arrived() {
     let demo = Demo::start(&[]).await;
     let (b, _) = demo.new_user("owner").await;
     let (c, _) = demo.new_user("member").await;
-    let addr = demo.api.base.strip_prefix("http://").unwrap().to_string();
+    let addr = demo.addr().to_string();
     let body = r#"{"role":"owner"}"#;
     let mut held = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = format!(

@@ -54,6 +54,16 @@ impl Demo {
         }
     }
 
+    /// The server's socket address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.api
+            .base
+            .strip_prefix("http://")
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
