@@ -1,7 +1,7 @@
 //! Opens the warehouse object store named by `storage.url` (local files, [`s3`], or memory) and
 //! writes data files into it with [`create()`] (a conditional create: never an overwrite;
 //! [`multipart`] for large ones on S3); [`faulty`] wraps a store to fail writes on demand
-//! (outage tests). A local store syncs every object it writes — file data and
+//! (outage tests). A local store ([`synced`]) syncs every object it writes — file data and
 //! every directory entry leading to it — before the put returns, because the catalog commit
 //! that follows makes the object the only copy of its rows (SPEC §2.3: a power cut after the
 //! commit must not leave an empty file).
@@ -10,6 +10,7 @@ mod create;
 pub mod faulty;
 pub mod multipart;
 pub mod s3;
+mod synced;
 
 pub use create::create;
 
@@ -32,9 +33,15 @@ pub fn open(config: &Config) -> Result<Arc<dyn ObjectStore>, ConfigError> {
     let local = |dir: std::path::PathBuf| -> Result<Arc<dyn ObjectStore>, ConfigError> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| bad(format!("cannot create {}: {e}", dir.display())))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(|e| bad(format!("cannot open {}: {e}", dir.display())))?;
         let fs = LocalFileSystem::new_with_prefix(&dir)
             .map_err(|e| bad(format!("cannot open {}: {e}", dir.display())))?;
-        Ok(Arc::new(fs.with_automatic_cleanup(true).with_fsync(true)))
+        Ok(Arc::new(synced::SyncedLocal::new(
+            fs.with_automatic_cleanup(true),
+            dir,
+        )))
     };
     if url.is_empty() {
         local(config.storage.data_dir.join("warehouse"))

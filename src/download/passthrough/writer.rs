@@ -206,14 +206,21 @@ impl RowGroupCopy<'_> {
         let rg = self.meta.row_group(self.index);
         let (g, c) = (self.index, self.next);
         let column = rg.column(c);
-        let index = self.meta.page_index();
         let close = ColumnCloseResult {
             bytes_written: column.compressed_size() as u64,
             rows_written: rg.num_rows() as u64,
             metadata: column.clone(),
             bloom_filter: None,
-            column_index: index.and_then(|i| i.column_index(g, c)).cloned(),
-            offset_index: index.and_then(|i| i.offset_index(g, c)).cloned(),
+            column_index: self
+                .meta
+                .column_index()
+                .and_then(|i| i.get(g)?.get(c))
+                .cloned(),
+            offset_index: self
+                .meta
+                .offset_index()
+                .and_then(|i| i.get(g)?.get(c))
+                .cloned(),
         };
         self.out.append_column(from, close)?;
         self.next += 1;
