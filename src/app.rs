@@ -80,9 +80,16 @@ pub async fn build_state_with_store(
             key: "server.trusted_proxies".into(),
             message,
         })?;
+    let sql = Arc::new(crate::sql::SqlEngine::new(
+        catalog.clone(),
+        store.clone(),
+        config.sql.clone(),
+        config.download.batch_rows,
+    ));
     Ok(AppState {
         trusted_proxies: trusted_proxies.into(),
         accounts,
+        sql,
         flash: Arc::new(crate::http::pages::Flash::new()),
         config: Arc::new(config),
         catalog,

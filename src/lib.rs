@@ -42,6 +42,7 @@ pub mod files;
 pub mod http;
 pub mod ingest;
 pub mod model;
+pub mod sql;
 pub mod store;
 pub mod wal;
 pub mod warehouse;

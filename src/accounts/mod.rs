@@ -5,6 +5,7 @@
 
 pub mod manage;
 pub mod password;
+pub mod sql_elements;
 pub mod throttle;
 pub mod workspace;
 
@@ -69,6 +70,9 @@ pub enum AccountError {
     /// The catalog failed (503).
     #[error("catalog: {0}")]
     Catalog(CatalogError),
+    /// An SQL element's query was refused (400 `invalid_sql`, …).
+    #[error(transparent)]
+    Sql(#[from] crate::sql::SqlError),
 }
 
 impl From<password::Busy> for AccountError {

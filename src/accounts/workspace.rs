@@ -112,7 +112,7 @@ impl Accounts {
         &self.app_url
     }
 
-    fn element_info(&self, element: ElementRow) -> ElementInfo {
+    pub(super) fn element_info(&self, element: ElementRow) -> ElementInfo {
         ElementInfo {
             share_url: share_url(self.app_url(), &element.canvas_id, &element.id),
             element,

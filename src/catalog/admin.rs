@@ -114,6 +114,8 @@ pub struct Element {
     pub filters: Option<serde_json::Value>,
     /// Row limit.
     pub limit: Option<u64>,
+    /// The query of an SQL element (SPEC §3.4); `None` for a table element.
+    pub sql: Option<String>,
 }
 
 /// What `element create` takes.
@@ -444,6 +446,40 @@ impl Catalog {
         })
     }
 
+    /// Creates an SQL element on a canvas of `team_id` (checked by the caller: one read-only
+    /// query whose output columns are `schema`, JSON `[{name, type}]`); returns its id.
+    pub fn create_sql_element(
+        &self,
+        team_id: &str,
+        canvas: &str,
+        name: Option<&str>,
+        sql: &str,
+        schema: &serde_json::Value,
+    ) -> Result<String> {
+        let id = secrets::new_id("el");
+        self.with(|c| {
+            let tx = c.write_transaction()?;
+            let found: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM canvases WHERE id = ?1 AND team_id = ?2",
+                    [canvas, team_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if found.is_none() {
+                return Err(CatalogError::NotFound(format!("no canvas {canvas:?}")));
+            }
+            self.ensure_room(&tx, Counted::Elements(team_id))?;
+            tx.execute(
+                "INSERT INTO elements (id, canvas_id, name, kind, source, query, query_schema, created_at)
+                 VALUES (?1, ?2, ?3, 'sql', '', ?4, ?5, ?6)",
+                params![id, canvas, name, sql, schema.to_string(), now_ms()],
+            )?;
+            tx.commit()?;
+            Ok(id.clone())
+        })
+    }
+
     /// The element, if it exists on that canvas and the canvas belongs to `team`.
     pub fn element_for_team(
         &self,
@@ -454,7 +490,7 @@ impl Catalog {
         self.with(|c| {
             let element = c
                 .prepare_cached(
-                    "SELECT e.id, e.source, e.columns, e.filters, e.row_limit FROM elements e
+                    "SELECT e.id, e.source, e.columns, e.filters, e.row_limit, e.query FROM elements e
                      JOIN canvases cv ON cv.id = e.canvas_id
                      WHERE e.id = ?1 AND cv.id = ?2 AND cv.team_id = ?3",
                 )?
@@ -466,6 +502,7 @@ impl Catalog {
                         columns: json(2)?.and_then(|s| serde_json::from_str(&s).ok()),
                         filters: json(3)?.and_then(|s| serde_json::from_str(&s).ok()),
                         limit: r.get::<Option<i64>>(4)?.map(|l| l.max(0) as u64),
+                        sql: r.get(5)?,
                     })
                 })
                 .optional()?;

@@ -250,6 +250,28 @@ CREATE TABLE signin_attempts (
     locked_until INTEGER
 );
 "#,
+    // 11: SQL elements (SPEC §3.4). `elements` is rebuilt so `kind` may be 'sql'; such an
+    // element keeps its query in `query` and the output schema found when it was created in
+    // `query_schema` (JSON `[{name, type}]`), and has an empty `source`.
+    r#"
+CREATE TABLE elements_new (
+    id           TEXT PRIMARY KEY,
+    canvas_id    TEXT NOT NULL REFERENCES canvases(id),
+    name         TEXT,
+    kind         TEXT NOT NULL DEFAULT 'table' CHECK (kind IN ('table', 'sql')),
+    source       TEXT NOT NULL,
+    columns      TEXT,
+    filters      TEXT,
+    row_limit    INTEGER,
+    created_at   INTEGER NOT NULL,
+    query        TEXT,
+    query_schema TEXT
+);
+INSERT INTO elements_new (id, canvas_id, name, kind, source, columns, filters, row_limit, created_at)
+    SELECT id, canvas_id, name, kind, source, columns, filters, row_limit, created_at FROM elements;
+DROP TABLE elements;
+ALTER TABLE elements_new RENAME TO elements;
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -213,6 +213,14 @@ CREATE TABLE signin_attempts (
     locked_until BIGINT
 );
 "#,
+    // 6 (SQLite's 11): SQL elements (SPEC §3.4): `kind` may be 'sql'; the query and the output
+    // schema found when it was created.
+    r#"
+ALTER TABLE elements DROP CONSTRAINT IF EXISTS elements_kind_check;
+ALTER TABLE elements ADD CONSTRAINT elements_kind_check CHECK (kind IN ('table', 'sql'));
+ALTER TABLE elements ADD COLUMN query TEXT;
+ALTER TABLE elements ADD COLUMN query_schema TEXT;
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -41,7 +41,7 @@ impl Catalog {
         max_lock_ms: i64,
     ) -> Result<std::result::Result<(), i64>> {
         let now = now_ms();
-        let sweep = rand_u64() % SWEEP_EVERY == 0;
+        let sweep = rand_u64().is_multiple_of(SWEEP_EVERY);
         self.with(|c| {
             let tx = c.write_transaction()?;
             let mut rows = Vec::with_capacity(keys.len());

@@ -1,4 +1,4 @@
-//! What a team's users see of their workspace: canvases and their table elements (listed,
+//! What a team's users see of their workspace: canvases and their table and SQL elements (listed,
 //! renamed, deleted — always scoped to one team, so another team's id reads as missing) and the
 //! warehouse tables with their sizes.
 
@@ -19,7 +19,7 @@ pub struct CanvasRow {
     pub created_at: i64,
 }
 
-/// A table element row.
+/// An element row.
 #[derive(Debug, Clone, Serialize)]
 pub struct ElementRow {
     /// `el_…`
@@ -28,8 +28,14 @@ pub struct ElementRow {
     pub canvas_id: String,
     /// Display name.
     pub name: Option<String>,
-    /// Source warehouse table.
+    /// `table` (one warehouse table) or `sql` (a query, SPEC §3.4).
+    pub kind: String,
+    /// Source warehouse table (empty for an SQL element).
     pub source: String,
+    /// An SQL element's query.
+    pub sql: Option<String>,
+    /// An SQL element's output columns as found when it was created: `[{name, type}]`.
+    pub schema: Option<serde_json::Value>,
     /// Ordered column subset.
     pub columns: Option<Vec<String>>,
     /// Filter list.
@@ -65,11 +71,14 @@ fn element_row(r: &Row<'_>) -> DbResult<ElementRow> {
         filters: json(5)?.and_then(|s| serde_json::from_str(&s).ok()),
         limit: r.get::<Option<i64>>(6)?.map(|l| l.max(0) as u64),
         created_at: r.get(7)?,
+        kind: r.get(8)?,
+        sql: r.get(9)?,
+        schema: json(10)?.and_then(|s| serde_json::from_str(&s).ok()),
     })
 }
 
-const ELEMENT_COLUMNS: &str =
-    "e.id, e.canvas_id, e.name, e.source, e.columns, e.filters, e.row_limit, e.created_at";
+const ELEMENT_COLUMNS: &str = "e.id, e.canvas_id, e.name, e.source, e.columns, e.filters, \
+     e.row_limit, e.created_at, e.kind, e.query, e.query_schema";
 
 impl Catalog {
     /// The team's canvases, oldest first.

@@ -21,6 +21,7 @@ mod log;
 mod node;
 mod parquet;
 mod server;
+mod sql;
 mod storage;
 mod units;
 mod wal;
@@ -37,6 +38,7 @@ pub use self::log::{LogConfig, LogFormat};
 pub use self::node::NodeConfig;
 pub use self::parquet::ParquetConfig;
 pub use self::server::ServerConfig;
+pub use self::sql::SqlConfig;
 pub use self::storage::StorageConfig;
 pub use self::units::{ByteSize, HumanDuration, parse_size};
 pub use self::wal::{RecoveryPolicy, WalConfig};
@@ -67,6 +69,8 @@ pub struct Config {
     pub download: DownloadConfig,
     /// Merging small files.
     pub compaction: CompactionConfig,
+    /// SQL element queries: memory, time and concurrency per team.
+    pub sql: SqlConfig,
     /// Logging.
     pub log: LogConfig,
     /// Sign-in, sessions and one-time links (SPEC §5.1).
@@ -243,6 +247,12 @@ impl Config {
                 "storage.s3_multipart_part_size",
                 "must be greater than zero",
             );
+        }
+        if self.sql.max_concurrent == 0 {
+            return bad("sql.max_concurrent", "must be at least 1");
+        }
+        if self.sql.memory_limit.0 == 0 {
+            return bad("sql.memory_limit", "must be greater than zero");
         }
         if self.parquet.row_group_rows == 0 || self.download.batch_rows == 0 {
             return bad("parquet.row_group_rows", "row counts must be at least 1");

@@ -1,8 +1,8 @@
 //! Resolves a download request against the catalog: the element (404 unless it is the key's
-//! team's), the snapshot of its source table (a fresh one, or the cursor's), the output columns,
+//! team's) and, for a table element, the snapshot of its source table (a fresh one, or the cursor's), the output columns,
 //! the filters (the element's, then the request's), the row limit and the start position.
 
-use crate::catalog::{Catalog, CatalogError, DataFile, SnapshotId};
+use crate::catalog::{Catalog, CatalogError, DataFile, Element, SnapshotId};
 use crate::model::Invalid;
 use crate::model::TeamId;
 use crate::model::naming::STANDARD_COLUMNS;
@@ -38,6 +38,33 @@ pub struct Plan {
     pub fingerprint: String,
 }
 
+/// The requested subset of `available` in the requested order (all of them when none is
+/// requested): 400 for an unknown or repeated column.
+pub fn select(available: &[Column], wanted: Option<&[String]>) -> Result<Vec<Column>, Invalid> {
+    let Some(wanted) = wanted else {
+        return Ok(available.to_vec());
+    };
+    let mut out = Vec::with_capacity(wanted.len());
+    for name in wanted {
+        let Some(col) = available.iter().find(|c| &c.name == name) else {
+            return Err(Invalid::new(
+                "unknown_column",
+                format!("column {name:?} is not a column of this element"),
+            )
+            .field("columns"));
+        };
+        if out.iter().any(|c: &Column| &c.name == name) {
+            return Err(Invalid::new(
+                "duplicate_column",
+                format!("column {name:?} is listed twice"),
+            )
+            .field("columns"));
+        }
+        out.push(col.clone());
+    }
+    Ok(out)
+}
+
 /// The type of a standard column, which is known before any data arrives.
 fn standard_type(name: &str) -> Option<ColumnType> {
     match name {
@@ -49,16 +76,25 @@ fn standard_type(name: &str) -> Option<ColumnType> {
     }
 }
 
-/// Builds the plan, or the client error that explains why not.
-pub fn plan(
+/// The requested element, or 404 unless it is the team's.
+pub fn element(
     catalog: &Catalog,
     team: &TeamId,
     req: &DownloadRequest,
-) -> Result<Plan, DownloadError> {
-    let element = catalog
+) -> Result<Element, DownloadError> {
+    catalog
         .element_for_team(team, &req.canvas_id, &req.element_id)
         .map_err(DownloadError::Catalog)?
-        .ok_or(DownloadError::NotFound)?;
+        .ok_or(DownloadError::NotFound)
+}
+
+/// Builds the plan of a table element, or the client error that explains why not.
+pub fn plan(
+    catalog: &Catalog,
+    team: &TeamId,
+    element: Element,
+    req: &DownloadRequest,
+) -> Result<Plan, DownloadError> {
     let fingerprint = cursor::fingerprint(&element.id, &req.columns, &req.filters);
     let resume = req
         .cursor
@@ -97,32 +133,7 @@ pub fn plan(
         Some(cols) => cols.iter().map(|c| typed(c)).collect(),
         None => schema.columns.clone(),
     };
-    let columns = match &req.columns {
-        None => element_columns.clone(),
-        Some(wanted) => {
-            let mut out = Vec::with_capacity(wanted.len());
-            for name in wanted {
-                let Some(col) = element_columns.iter().find(|c| &c.name == name) else {
-                    return Err(Invalid::new(
-                        "unknown_column",
-                        format!("column {name:?} is not a column of this element"),
-                    )
-                    .field("columns")
-                    .into());
-                };
-                if out.iter().any(|c: &Column| &c.name == name) {
-                    return Err(Invalid::new(
-                        "duplicate_column",
-                        format!("column {name:?} is listed twice"),
-                    )
-                    .field("columns")
-                    .into());
-                }
-                out.push(col.clone());
-            }
-            out
-        }
-    };
+    let columns = select(&element_columns, req.columns.as_deref())?;
     let mut filters = match &element.filters {
         // The element's own filters may name any column of its source table.
         Some(f) => filter::parse(f, &schema.columns, "element.filters")?,

@@ -30,6 +30,9 @@ pub struct DownloadRequest {
     /// Resume after a previous page.
     #[serde(default)]
     pub cursor: Option<String>,
+    /// Values of an SQL element's `$name` parameters.
+    #[serde(default)]
+    pub params: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Parses and checks the body.

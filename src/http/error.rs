@@ -1,7 +1,8 @@
 //! The HTTP edge's error type: every failure a client can see, with its status, its stable
 //! snake_case code and the JSON body `{"error": {"code", "message", "field"}}` — and the one
 //! place the layers' own errors become it: a refused input ([`Invalid`]), a refused download
-//! ([`DownloadError`]), a refused account action ([`AccountError`]). The engine never returns
+//! ([`DownloadError`]), a refused account action ([`AccountError`]), a refused or failed SQL
+//! element query ([`SqlError`]). The engine never returns
 //! it.
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use serde_json::json;
 use crate::accounts::AccountError;
 use crate::download::DownloadError;
 use crate::model::Invalid;
+use crate::sql::SqlError;
 
 /// A client-visible error. Internal causes are logged, never sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +200,43 @@ impl From<DownloadError> for ApiError {
                 tracing::error!(error = %cause, "catalog read failed during download");
                 ApiError::internal()
             }
+            DownloadError::Sql(e) => e.into(),
+        }
+    }
+}
+
+impl ApiError {
+    /// The status an SQL error is answered with (the settings page shows its message inline).
+    pub fn from_sql_status(e: &SqlError) -> StatusCode {
+        match e {
+            SqlError::Invalid(_) | SqlError::Params(_) => StatusCode::BAD_REQUEST,
+            SqlError::TooLarge(_) | SqlError::Timeout(_) | SqlError::Failed(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
+            SqlError::Catalog(_) => StatusCode::SERVICE_UNAVAILABLE,
+            SqlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<SqlError> for ApiError {
+    fn from(e: SqlError) -> Self {
+        let msg = e.to_string();
+        let unprocessable = StatusCode::UNPROCESSABLE_ENTITY;
+        match e {
+            SqlError::Invalid(_) => ApiError::bad_request("invalid_sql", msg).field("sql"),
+            SqlError::Params(_) => ApiError::bad_request("invalid_params", msg).field("params"),
+            SqlError::TooLarge(_) => ApiError::new(unprocessable, "query_too_large", msg),
+            SqlError::Timeout(_) => ApiError::new(unprocessable, "query_timeout", msg),
+            SqlError::Failed(_) => ApiError::new(unprocessable, "query_failed", msg),
+            SqlError::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", msg)
+                .retry_after(Duration::from_secs(1)),
+            SqlError::Catalog(c) => ApiError::catalog_unavailable(&c, Duration::from_secs(1)),
+            SqlError::Internal(cause) => {
+                tracing::error!(error = %cause, "SQL query failed inside the service");
+                ApiError::internal()
+            }
         }
     }
 }
@@ -240,6 +279,7 @@ impl From<AccountError> for ApiError {
             AccountError::Catalog(c) => {
                 ApiError::catalog_unavailable(&c, std::time::Duration::from_secs(1))
             }
+            AccountError::Sql(e) => e.into(),
         }
     }
 }

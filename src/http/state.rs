@@ -12,6 +12,7 @@ use crate::accounts::Accounts;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::ingest::Ingest;
+use crate::sql::SqlEngine;
 
 /// Everything handlers share: one clone-able struct of `Arc`s.
 #[derive(Clone)]
@@ -26,6 +27,8 @@ pub struct AppState {
     pub store: Arc<dyn ObjectStore>,
     /// Sign-in, sessions and team management.
     pub accounts: Arc<Accounts>,
+    /// SQL element queries (SPEC §3.4).
+    pub sql: Arc<SqlEngine>,
     /// Secrets and notices the settings page shows once, after a form's redirect.
     pub flash: Arc<Flash>,
     /// `server.trusted_proxies`, parsed.

@@ -1,5 +1,6 @@
 //! `POST /data/table` and `POST /api/data/table`: authenticate the data key, resolve the
-//! element (404 unless it is the key's team's), and stream the table.
+//! element (404 unless it is the key's team's), and stream the table — or, for an SQL element,
+//! the result of its query.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -9,11 +10,30 @@ use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, read_limited};
+use crate::catalog::Element;
 use crate::download::compress::Compressor;
 use crate::download::encode::{self, EncodeOptions};
-use crate::download::{DownloadError, format, passthrough, plan, request, stream};
+use crate::download::request::DownloadRequest;
+use crate::download::{DownloadError, format, passthrough, plan, query, request, stream};
 use crate::http::error::ApiError;
 use crate::model::TeamId;
+
+/// What a download reads: a table element's plan, or an SQL element's query.
+enum Planned {
+    /// A warehouse table, with columns, filters and limit.
+    Table(plan::Plan),
+    /// A query, run once the response is about to start.
+    Sql {
+        /// The element (its limit applies on top).
+        element: Element,
+        /// Its query.
+        sql: String,
+        /// The caller's team.
+        team: TeamId,
+        /// The request (params, columns, filters, limit).
+        req: DownloadRequest,
+    },
+}
 
 /// Largest download request body.
 const MAX_REQUEST: usize = 64 * 1024;
@@ -38,24 +58,52 @@ pub async fn download(
         int64_as_string: req.int64_as_string,
     };
     let catalog = state.catalog.clone();
-    let plan = tokio::task::spawn_blocking(move || plan::plan(&catalog, &team, &req))
-        .await
-        .map_err(|e| {
-            error!(error = %e, "download planning panicked");
-            ApiError::internal()
-        })??;
+    let planned = tokio::task::spawn_blocking(move || {
+        let element = plan::element(&catalog, &team, &req)?;
+        Ok::<_, DownloadError>(match element.sql.clone() {
+            Some(sql) => Planned::Sql {
+                element,
+                sql,
+                team,
+                req,
+            },
+            None => Planned::Table(plan::plan(&catalog, &team, element, &req)?),
+        })
+    })
+    .await
+    .map_err(|e| {
+        error!(error = %e, "download planning panicked");
+        ApiError::internal()
+    })??;
     let internal = |e: &dyn std::fmt::Display| {
         error!(error = %e, "cannot start the download encoder");
         ApiError::internal()
     };
     let compressor = Compressor::new(compression).map_err(|e| internal(&e))?;
     let (store, batch_rows) = (state.store.clone(), state.config.download.batch_rows);
-    let passthrough = format == format::Format::Parquet && passthrough::applies(&plan);
-    let body = if passthrough {
-        passthrough::body(store, plan, batch_rows, compressor)
-    } else {
-        let encoder = encode::encoder(format, &plan.columns, opts).map_err(|e| internal(&e))?;
-        stream::body(store, plan, batch_rows, encoder, compressor)
+    let mut passthrough = false;
+    let body = match planned {
+        Planned::Table(plan) => {
+            passthrough = format == format::Format::Parquet && passthrough::applies(&plan);
+            if passthrough {
+                passthrough::body(store, plan, batch_rows, compressor)
+            } else {
+                let encoder =
+                    encode::encoder(format, &plan.columns, opts).map_err(|e| internal(&e))?;
+                stream::body(store, plan, batch_rows, encoder, compressor)
+            }
+        }
+        Planned::Sql {
+            element,
+            sql,
+            team,
+            req,
+        } => {
+            let started = query::start(&state.sql, &team, &element, &sql, &req).await?;
+            let encoder =
+                encode::encoder(format, &started.columns, opts).map_err(|e| internal(&e))?;
+            query::body(started, encoder, compressor)
+        }
     };
     let mut resp = ([(header::CONTENT_TYPE, format.content_type())], body).into_response();
     if let Some(enc) = compression.header() {

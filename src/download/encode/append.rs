@@ -343,7 +343,7 @@ pub(super) mod text {
                 *x ^= *x << 13;
                 *x ^= *x >> 7;
                 *x ^= *x << 17;
-                if *x % one_in == 0 {
+                if (*x).is_multiple_of(one_in) {
                     alphabet[(*x >> 8) as usize % alphabet.len()]
                 } else {
                     b'a' + (*x >> 8) as u8 % 26

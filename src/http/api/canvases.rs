@@ -1,4 +1,4 @@
-//! The team's canvases and their table elements (any user of the team): `GET/POST
+//! The team's canvases and their table and SQL elements (any user of the team): `GET/POST
 //! /api/v1/canvases`, `PATCH/DELETE /api/v1/canvases/{id}`, `GET/POST
 //! /api/v1/canvases/{id}/elements`, `DELETE /api/v1/elements/{id}`. Every element carries its
 //! `share_url`; another team's ids answer 404 like missing ones.
@@ -13,6 +13,7 @@ use super::super::AppState;
 use super::auth::Protected;
 use super::{JsonBody, deleted};
 use crate::accounts::Caller;
+use crate::accounts::sql_elements::NewSqlElement;
 use crate::accounts::workspace::NewTableElement;
 use crate::http::error::ApiError;
 
@@ -73,14 +74,26 @@ pub async fn elements(
     Ok(Json(json!({ "elements": elements })))
 }
 
-/// 201 with the new element and its share URL; `{source, name?, columns?, filters?, limit?}`.
+/// 201 with the new element and its share URL: a table element from `{source, name?,
+/// columns?, filters?, limit?}`, an SQL element from `{sql, name?}` (checked now: 400
+/// `invalid_sql` with the planner's message).
 pub async fn create_element(
     State(state): State<AppState>,
     Protected { caller, .. }: Protected,
     Path(id): Path<String>,
-    JsonBody(req): JsonBody<NewTableElement>,
+    JsonBody(body): JsonBody<Value>,
 ) -> Result<Created, ApiError> {
-    let element = state.accounts.create_element(&caller, &id, &req)?;
+    let bytes = axum::body::Bytes::from(body.to_string());
+    let element = if body.get("sql").is_some() {
+        let req: NewSqlElement = super::parse_json(&bytes)?;
+        state
+            .accounts
+            .create_sql_element(&caller, &id, &req, &state.sql)
+            .await?
+    } else {
+        let req: NewTableElement = super::parse_json(&bytes)?;
+        state.accounts.create_element(&caller, &id, &req)?
+    };
     Ok((StatusCode::CREATED, Json(json!(element))))
 }
 

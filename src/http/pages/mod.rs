@@ -203,6 +203,7 @@ pub(crate) fn status_of(e: &AccountError) -> StatusCode {
         }
         AccountError::Gone(_) => StatusCode::GONE,
         AccountError::Invalid { .. } => StatusCode::BAD_REQUEST,
+        AccountError::Sql(sql) => crate::http::error::ApiError::from_sql_status(sql),
     }
 }
 
@@ -212,6 +213,10 @@ pub(crate) fn describe(e: &AccountError) -> String {
     let text = match e {
         AccountError::Catalog(c) => {
             tracing::warn!(error = %c, "a settings page action failed in the catalog");
+            "The service could not complete this just now; try again in a moment.".to_string()
+        }
+        AccountError::Sql(crate::sql::SqlError::Internal(cause)) => {
+            tracing::warn!(error = %cause, "a settings page query failed inside the service");
             "The service could not complete this just now; try again in a moment.".to_string()
         }
         AccountError::LastOwner => {

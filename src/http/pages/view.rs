@@ -64,7 +64,7 @@ pub fn duration(d: std::time::Duration) -> String {
         (1, "second"),
     ]
     .into_iter()
-    .find(|(u, _)| secs % u == 0 || secs >= *u * 2)
+    .find(|(u, _)| secs.is_multiple_of(*u) || secs >= *u * 2)
     .map_or((secs, "second"), |(u, name)| (secs.div_ceil(u), name));
     format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
@@ -74,7 +74,7 @@ pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

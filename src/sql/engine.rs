@@ -1,0 +1,328 @@
+//! [`SqlEngine`]: plans and runs one team's query. Each query gets a session of its own: the
+//! functions DataFusion ships, no table factories (no `CREATE EXTERNAL TABLE`), no URL tables,
+//! no `information_schema`, no spilling, a memory pool of `sql.memory_limit`, and only the
+//! tables the query names — the team's own, each from the catalog's snapshot of its committed
+//! files. A query takes one of the team's `sql.max_concurrent` slots for as long as its result
+//! streams, and has `sql.timeout` from its start to its last batch. The first batch is computed
+//! before [`SqlEngine::run`] returns, so the common failures (memory, a bad cast, the deadline)
+//! are answered with a status instead of a broken body. Queries execute on their own runtime
+//! ([`super::executor`]); batches come back through a small channel.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use dashmap::DashMap;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::coop::CooperativeExec;
+use datafusion::physical_plan::{ExecutionPlan, execute_stream};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::ObjectStore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::error::SqlError;
+use super::executor::{self, AbortOnDrop};
+use super::scan::SnapshotTable;
+use super::{guard, output, params};
+use crate::catalog::Catalog;
+use crate::config::SqlConfig;
+use crate::model::TeamId;
+use crate::model::schema::TableSchema;
+
+/// Runs SQL element queries for every team.
+pub struct SqlEngine {
+    /// What a query needs, shared with the task that runs it.
+    inner: Arc<Inner>,
+    /// Each team's query slots on this node.
+    slots: DashMap<String, Arc<Semaphore>>,
+}
+
+/// The engine's parts a running query uses.
+struct Inner {
+    catalog: Arc<Catalog>,
+    store: Arc<dyn ObjectStore>,
+    limits: SqlConfig,
+    /// Rows per batch read and produced.
+    batch_rows: usize,
+}
+
+/// A query that has started: its output schema and its batches, already in warehouse types.
+pub struct QueryResult {
+    /// Output columns, in order, with their warehouse types.
+    pub schema: TableSchema,
+    /// The batches (the first one already computed); an error ends the stream.
+    pub batches: BoxStream<'static, Result<RecordBatch, SqlError>>,
+}
+
+/// A planned query, not yet run.
+struct Planned {
+    state: SessionState,
+    plan: LogicalPlan,
+}
+
+/// Batches in flight between the query's task and the response.
+const AHEAD: usize = 2;
+
+impl SqlEngine {
+    /// An engine over `catalog` and `store` with the `[sql]` limits.
+    pub fn new(
+        catalog: Arc<Catalog>,
+        store: Arc<dyn ObjectStore>,
+        limits: SqlConfig,
+        batch_rows: usize,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                catalog,
+                store,
+                limits,
+                batch_rows,
+            }),
+            slots: DashMap::new(),
+        }
+    }
+
+    /// Checks `sql` against the team's current tables without running it: the output schema
+    /// and the names of its parameters, or why it would be refused.
+    pub async fn check(&self, team: &TeamId, sql: &str) -> Result<Checked, SqlError> {
+        let planned = self.inner.plan(team, sql).await?;
+        let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
+            .map_err(SqlError::Invalid)?;
+        Ok(Checked {
+            schema,
+            params: params::names(&planned.plan),
+        })
+    }
+
+    /// Starts `sql` for `team` with `given` parameters, on the query runtime; returns once the
+    /// first batch is computed (or the query failed, or its deadline passed).
+    pub async fn run(
+        &self,
+        team: &TeamId,
+        sql: &str,
+        given: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<QueryResult, SqlError> {
+        let permit = self.slot(team)?;
+        let limit = self.inner.limits.timeout.0;
+        let deadline = Instant::now() + limit;
+        let (schema_tx, schema_rx) = oneshot::channel();
+        let (tx, mut rx) = mpsc::channel(AHEAD);
+        let job = Job {
+            inner: self.inner.clone(),
+            team: team.clone(),
+            sql: sql.to_string(),
+            given: given.clone(),
+        };
+        let task = AbortOnDrop(executor::runtime().spawn(job.run(schema_tx, tx)));
+        let schema = match tokio::time::timeout_at(deadline, schema_rx).await {
+            Err(_) => return Err(SqlError::Timeout(limit)),
+            Ok(Err(_)) => return Err(SqlError::Internal("the query task ended early".into())),
+            Ok(Ok(started)) => started?,
+        };
+        let first = match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Err(_) => return Err(SqlError::Timeout(limit)),
+            Ok(None) => None,
+            Ok(Some(b)) => Some(b?),
+        };
+        let rest = Remaining {
+            rx,
+            deadline,
+            limit,
+            _task: task,
+            _permit: permit,
+        };
+        let batches = futures::stream::iter(first.map(Ok))
+            .chain(futures::stream::unfold(Some(rest), next_batch))
+            .boxed();
+        Ok(QueryResult { schema, batches })
+    }
+
+    /// One of the team's query slots, or [`SqlError::Busy`].
+    fn slot(&self, team: &TeamId) -> Result<OwnedSemaphorePermit, SqlError> {
+        let max = self.inner.limits.max_concurrent;
+        let slots = self
+            .slots
+            .entry(team.as_str().to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(max)))
+            .clone();
+        slots.try_acquire_owned().map_err(|_| SqlError::Busy(max))
+    }
+}
+
+/// One query to run on the query runtime.
+struct Job {
+    inner: Arc<Inner>,
+    team: TeamId,
+    sql: String,
+    given: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Job {
+    /// Plans and starts the query, says so on `started`, then sends its batches (converted to
+    /// warehouse types) until the end, a failure, or nobody reading.
+    async fn run(
+        self,
+        started: oneshot::Sender<Result<TableSchema, SqlError>>,
+        tx: mpsc::Sender<Result<RecordBatch, SqlError>>,
+    ) {
+        let begun = async {
+            let planned = self.inner.plan(&self.team, &self.sql).await?;
+            let plan = params::bind(planned.plan, &self.given)?;
+            let schema =
+                output::warehouse_schema(plan.schema().as_arrow()).map_err(SqlError::Invalid)?;
+            let frame = DataFrame::new(planned.state, plan);
+            let ctx = Arc::new(frame.task_ctx());
+            let physical = frame
+                .create_physical_plan()
+                .await
+                .map_err(SqlError::planning)?;
+            let stream = execute_stream(cooperative(physical)?, ctx).map_err(SqlError::planning)?;
+            Ok::<_, SqlError>((schema, stream))
+        };
+        let (schema, mut stream) = match begun.await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = started.send(Err(e));
+                return;
+            }
+        };
+        let target = schema.to_arrow();
+        if started.send(Ok(schema)).is_err() {
+            return;
+        }
+        while let Some(next) = stream.next().await {
+            let item = next
+                .map_err(SqlError::running)
+                .and_then(|b| convert(b, &target));
+            let failed = item.is_err();
+            if tx.send(item).await.is_err() || failed {
+                return;
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Parses, checks and plans `sql` in a fresh session holding the tables it names.
+    async fn plan(&self, team: &TeamId, sql: &str) -> Result<Planned, SqlError> {
+        let state = self.session()?;
+        let checked = guard::check(&state, sql)?;
+        let ctx = SessionContext::new_with_state(state);
+        let catalog = self.catalog.clone();
+        let (team_id, names) = (team.clone(), checked.tables.clone());
+        let snapshots = tokio::task::spawn_blocking(move || {
+            names
+                .into_iter()
+                .map(|name| Ok((catalog.snapshot(&team_id, &name)?, name)))
+                .collect::<Result<Vec<_>, crate::catalog::CatalogError>>()
+        })
+        .await
+        .map_err(|e| SqlError::Internal(format!("snapshot task failed: {e}")))??;
+        for (snapshot, name) in snapshots {
+            // A table that has never received data does not exist yet: the planner says so.
+            let Some(snapshot) = snapshot else { continue };
+            let table = SnapshotTable::new(
+                snapshot.schema.to_arrow(),
+                snapshot.files,
+                self.store.clone(),
+            );
+            ctx.register_table(name.as_str(), Arc::new(table))
+                .map_err(SqlError::planning)?;
+        }
+        let state = ctx.state();
+        let plan = state
+            .statement_to_plan(checked.statement)
+            .await
+            .map_err(SqlError::planning)?;
+        guard::verify(&plan)?;
+        Ok(Planned { state, plan })
+    }
+
+    /// A session with DataFusion's functions and nothing else: no table factories, no URL
+    /// tables, no information_schema, no spill files; memory capped per query.
+    fn session(&self) -> Result<SessionState, SqlError> {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let config = SessionConfig::new()
+            .with_batch_size(self.batch_rows)
+            .with_target_partitions(cores)
+            .with_information_schema(false);
+        let pool = TrackConsumersPool::new(
+            GreedyMemoryPool::new(self.limits.memory_limit.0 as usize),
+            std::num::NonZeroUsize::new(3).expect("3 > 0"),
+        );
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::new(pool))
+            .with_disk_manager_builder(
+                DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled),
+            )
+            .build_arc()
+            .map_err(|e| SqlError::Internal(e.to_string()))?;
+        let mut state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .with_default_features()
+            .build();
+        state.table_factories_mut().clear();
+        Ok(state)
+    }
+}
+
+/// What a query check finds.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// The output columns and their warehouse types.
+    pub schema: TableSchema,
+    /// The `$name` parameters the query uses, without `$`.
+    pub params: Vec<String>,
+}
+
+/// The rest of a running query: its batches, under its deadline, holding its task and slot.
+struct Remaining {
+    rx: mpsc::Receiver<Result<RecordBatch, SqlError>>,
+    deadline: Instant,
+    limit: Duration,
+    /// Dropping it aborts the query.
+    _task: AbortOnDrop,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The next batch; after an error, the deadline or the end the query (and its slot) is dropped.
+async fn next_batch(
+    rest: Option<Remaining>,
+) -> Option<(Result<RecordBatch, SqlError>, Option<Remaining>)> {
+    let mut rest = rest?;
+    match tokio::time::timeout_at(rest.deadline, rest.rx.recv()).await {
+        Err(_) => Some((Err(SqlError::Timeout(rest.limit)), None)),
+        Ok(None) => None,
+        Ok(Some(Err(e))) => Some((Err(e), None)),
+        Ok(Some(Ok(b))) => Some((Ok(b), Some(rest))),
+    }
+}
+
+/// `plan` with every operator's output passing through a [`CooperativeExec`], which hands
+/// the thread back to the scheduler once the task's budget is spent. DataFusion only adds one
+/// above the scans; an operator that multiplies rows in memory (a cross join) would otherwise
+/// compute without ever yielding, and an aborted query would run on to its end.
+fn cooperative(plan: Arc<dyn ExecutionPlan>) -> Result<Arc<dyn ExecutionPlan>, SqlError> {
+    plan.transform_up(|node| {
+        Ok(Transformed::yes(
+            Arc::new(CooperativeExec::new(node)) as Arc<dyn ExecutionPlan>
+        ))
+    })
+    .map(|t| t.data)
+    .map_err(SqlError::planning)
+}
+
+fn convert(batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch, SqlError> {
+    output::to_warehouse(&batch, target).map_err(|e| SqlError::Failed(e.to_string()))
+}
