@@ -18,12 +18,15 @@
 //! ([`warehouse::reader`], filtered by the [`model::filter`]s) and streams them out batch by
 //! batch through [`download`].
 //!
+//! An SQL element's query ([`sql`]) is planned by DataFusion over the same snapshots, read by
+//! the same reader, and streamed by [`download`] through the same encoders.
+//!
 //! Owners and members manage their team through [`accounts`] (sign-in, sessions, tokens,
 //! permissions, audit), reached over the management API and the settings page in [`http`].
 //!
 //! Floors. Imports run one way, down: [`http`] (and [`app`], [`cli`], [`demo`]) →
 //! [`accounts`], [`ingest`], [`download`] (accounts checks element filters with download's
-//! parser) → [`warehouse`], [`wal`] → [`store`], [`catalog`] → [`config`], [`files`] →
+//! parser) → [`sql`] → [`warehouse`], [`wal`] → [`store`], [`catalog`] → [`config`], [`files`] →
 //! [`model`], the ground floor, which imports nothing of the crate. Each layer returns its own
 //! error ([`model::Invalid`] for input a rule refused, `IngestError`, `DownloadError`,
 //! `AccountError`, `CatalogError`, …); the HTTP edge alone turns them into its
