@@ -3,8 +3,6 @@
 //! types that agree — so a broken query is refused with the planner's words at creation instead
 //! of at the first download. The output schema found then is kept for listings.
 
-use serde_json::json;
-
 use super::workspace::{ElementInfo, bounded_name};
 use super::{Accounts, Caller, Result};
 use crate::model::TeamId;
@@ -37,14 +35,7 @@ impl Accounts {
         };
         let team = TeamId::from(caller.team.id.as_str());
         let checked = engine.check(&team, &new.sql).await?;
-        let schema = json!(
-            checked
-                .schema
-                .columns
-                .iter()
-                .map(|c| json!({"name": c.name, "type": c.ty.as_str()}))
-                .collect::<Vec<_>>()
-        );
+        let schema = checked.schema_json();
         let id = self.catalog.create_sql_element(
             &caller.team.id,
             canvas_id,

@@ -178,6 +178,19 @@ impl Catalog {
         })
     }
 
+    /// The team a canvas belongs to, if the canvas exists (the operator's CLI names canvases
+    /// without their team).
+    pub fn canvas_team(&self, canvas: &str) -> Result<Option<String>> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT team_id FROM canvases WHERE id = ?1",
+                [canvas],
+                |r| r.get(0),
+            )
+            .optional()?)
+        })
+    }
+
     /// Deletes an element of the team.
     pub fn delete_element(&self, team_id: &str, id: &str) -> Result<()> {
         self.with(|c| {

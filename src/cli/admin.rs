@@ -160,14 +160,18 @@ pub enum CanvasCommand {
 /// `element …`
 #[derive(Debug, Subcommand)]
 pub enum ElementCommand {
-    /// Create a table element reading a warehouse table.
+    /// Create a table element reading a warehouse table, or with --sql an SQL element.
     Create {
         /// Canvas id.
         #[arg(long)]
         canvas: String,
         /// Source warehouse table (e.g. tracks, purchased_an_item).
-        #[arg(long)]
-        table: String,
+        #[arg(long, required_unless_present = "sql")]
+        table: Option<String>,
+        /// An SQL element's query (one SELECT over the team's tables), checked against the
+        /// team's current tables before it is stored.
+        #[arg(long, conflicts_with_all = ["table", "columns", "filters", "limit"])]
+        sql: Option<String>,
         /// Display name.
         #[arg(long)]
         name: Option<String>,
@@ -342,32 +346,41 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                 ElementCommand::Create {
                     canvas,
                     table,
+                    sql,
                     name,
                     columns,
                     filters,
                     limit,
                 },
         } => {
-            let filters = match filters {
-                Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
-                    Ok(v @ serde_json::Value::Array(_)) => Some(v),
-                    _ => {
-                        return Err(AdminError::Catalog(CatalogError::Refused(
+            let id = match (sql, table) {
+                (Some(sql), _) => {
+                    super::sql_element::create(config, &catalog, &canvas, name.as_deref(), &sql)?
+                }
+                (None, table) => {
+                    let table = table.unwrap_or_default();
+                    let filters = match filters {
+                        Some(text) => match serde_json::from_str::<serde_json::Value>(&text) {
+                            Ok(v @ serde_json::Value::Array(_)) => Some(v),
+                            _ => {
+                                return Err(AdminError::Catalog(CatalogError::Refused(
                             "--filters must be a JSON array of {\"column\", \"op\", \"value\"}"
                                 .into(),
                         )));
-                    }
-                },
-                None => None,
+                            }
+                        },
+                        None => None,
+                    };
+                    catalog.create_element(&NewElement {
+                        canvas: canvas.clone(),
+                        table,
+                        name,
+                        columns,
+                        filters,
+                        limit,
+                    })?
+                }
             };
-            let id = catalog.create_element(&NewElement {
-                canvas: canvas.clone(),
-                table,
-                name,
-                columns,
-                filters,
-                limit,
-            })?;
             let base = if !config.server.app_url.is_empty() {
                 config.server.app_url.clone()
             } else if !config.server.public_url.is_empty() {

@@ -7,6 +7,7 @@ mod bench;
 mod download;
 mod output;
 mod serve;
+mod sql_element;
 mod team_settings;
 mod users;
 

@@ -28,6 +28,9 @@ pub enum AdminError {
     /// A flag's value is not valid.
     #[error("{0}")]
     InvalidArgument(String),
+    /// An SQL element's query was refused (the API's 400 `invalid_sql`).
+    #[error("{0}")]
+    InvalidSql(String),
 }
 
 impl AdminError {
@@ -42,6 +45,7 @@ impl AdminError {
             AdminError::Catalog(_) => "catalog_error",
             AdminError::InvalidImport(_) => "invalid_import",
             AdminError::InvalidArgument(_) => "invalid_argument",
+            AdminError::InvalidSql(_) => "invalid_sql",
         }
     }
 }

@@ -286,6 +286,19 @@ pub struct Checked {
     pub params: Vec<String>,
 }
 
+impl Checked {
+    /// The output columns as listings show them: `[{name, type}]`.
+    pub fn schema_json(&self) -> serde_json::Value {
+        serde_json::Value::Array(
+            self.schema
+                .columns
+                .iter()
+                .map(|c| serde_json::json!({"name": c.name, "type": c.ty.as_str()}))
+                .collect(),
+        )
+    }
+}
+
 /// The rest of a running query: its batches, under its deadline, holding its task and slot.
 struct Remaining {
     rx: mpsc::Receiver<Result<RecordBatch, SqlError>>,

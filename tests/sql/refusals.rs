@@ -114,3 +114,48 @@ async fn a_query_sees_only_its_own_teams_tables() {
             .unwrap();
     assert_eq!(resp.status().as_u16(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_creates_sql_elements_with_the_cli_checked_the_same_way() {
+    let fx = Fx::start().await;
+    let dir = fx.t.dir.path();
+    let canvas = fx.t.seeded.canvas.as_str();
+    let (ok, out, err) = super::common::process::cli(
+        dir,
+        &[
+            "admin",
+            "element",
+            "create",
+            "--canvas",
+            canvas,
+            "--name",
+            "by plan",
+            "--sql",
+            "SELECT plan, count(*) AS n FROM order_completed GROUP BY plan",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(ok, "{out} {err}");
+    let element = out["id"].as_str().unwrap();
+    assert!(out["share_url"].as_str().unwrap().contains(element));
+    let (status, body) = fx.t.download(element, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"].as_array().unwrap().len(), 3, "{body}");
+    let (ok, out, _) = super::common::process::cli(
+        dir,
+        &[
+            "admin",
+            "element",
+            "create",
+            "--canvas",
+            canvas,
+            "--sql",
+            "DROP TABLE tracks",
+            "--json",
+        ],
+        &[],
+    );
+    assert!(!ok);
+    assert_eq!(out["error"]["code"], "invalid_sql", "{out}");
+}
