@@ -80,7 +80,7 @@ pub async fn build_state_with_store(
             key: "server.trusted_proxies".into(),
             message,
         })?;
-    Ok(AppState {
+    Ok(AppState::new(crate::http::state::Shared {
         trusted_proxies: trusted_proxies.into(),
         accounts,
         flash: Arc::new(crate::http::pages::Flash::new()),
@@ -88,7 +88,7 @@ pub async fn build_state_with_store(
         catalog,
         ingest,
         store,
-    })
+    }))
 }
 
 /// Writes the secrets' `last_used_at` every few seconds, off the request path.

@@ -29,7 +29,7 @@ impl Default for FlushConfig {
         Self {
             interval: HumanDuration(Duration::from_secs(10)),
             max_rows: 100_000,
-            max_bytes: ByteSize(64 << 20),
+            max_bytes: ByteSize(32 << 20),
             retry_backoff: HumanDuration(Duration::from_millis(100)),
             orphan_grace: HumanDuration(Duration::from_secs(3600)),
         }

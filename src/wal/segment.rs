@@ -1,6 +1,7 @@
-//! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: a torn record at the
-//! end of the newest segment is a crash mid-write and is cut off; damage anywhere else is
-//! corruption and stops recovery with the file and offset.
+//! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: zeros to the end of a
+//! file are unused pre-allocated space; a torn record at the end of the newest segment is a crash
+//! mid-write and is cut off; damage anywhere else is corruption and stops recovery with the file
+//! and offset.
 
 use std::path::{Path, PathBuf};
 
@@ -106,10 +107,15 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Record>, End)> {
             }
             Decoded::Corrupt { reason, frame_len } => {
                 let rest = &data[at..];
-                // A crash can leave a half-written last record or zero-filled blocks: both are
-                // a torn tail. Anything with more data after it is real corruption.
+                // Zeros to the end: a pre-allocated segment's unused space, or blocks a crash
+                // left unwritten (never synced, so never acknowledged) — the segment ends here.
+                if rest.iter().all(|b| *b == 0) {
+                    return Ok((records, End::Clean));
+                }
+                // A crash can leave a half-written last record: a torn tail. Anything with more
+                // data after it is real corruption.
                 let is_last = frame_len.is_some_and(|n| n >= rest.len());
-                if is_last || rest.iter().all(|b| *b == 0) {
+                if is_last {
                     return Ok((
                         records,
                         End::Torn {
@@ -173,13 +179,16 @@ mod tests {
         let mut zeros = full.clone();
         zeros.extend_from_slice(&[0; 4096]);
         std::fs::write(&p, &zeros).unwrap();
+        let (recs, end) = read(&p).unwrap();
         assert_eq!(
-            read(&p).unwrap().1,
-            End::Torn {
-                offset: full.len() as u64,
-                bytes: 4096
-            }
+            (recs.len(), end),
+            (5, End::Clean),
+            "a zero tail ends a segment"
         );
+
+        zeros[full.len() + 100] = 1; // not zeros to the end: damage
+        std::fs::write(&p, &zeros).unwrap();
+        assert!(matches!(read(&p).unwrap().1, End::Corrupt { .. }));
 
         let mut bad = full.clone();
         bad[20] ^= 0x55; // inside the first record, four good ones follow
