@@ -18,7 +18,8 @@
 #   BENCH_THREADS=1    threads of `stowage bench ingest`
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   PYTHON=target/py/bin/python   a Python with the duckdb package
-#   STOWAGE_BIN=target/release/stowage
+#   STOWAGE_BIN=target/release/stowage   the load generator (and the server, unless SERVER_BIN)
+#   SERVER_BIN=$STOWAGE_BIN   the server measured (A/B: an older build under the same load)
 #   KEEP=1             keep the temporary directory (file, Parquet output, server log)
 #
 # Steps, per mix: (1) `stowage bench gen --mix M --events N` writes N generated messages as NDJSON
@@ -39,6 +40,7 @@ CONNECTIONS=${CONNECTIONS:-8}
 BENCH_THREADS=${BENCH_THREADS:-1}
 PYTHON=${PYTHON:-target/py/bin/python}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
+SERVER_BIN=${SERVER_BIN:-$STOWAGE_BIN}
 
 [ -x "$STOWAGE_BIN" ] || { echo "compare_batch: $STOWAGE_BIN not found; run cargo build --release" >&2; exit 1; }
 "$PYTHON" -c 'import duckdb' 2>/dev/null || {
@@ -87,7 +89,7 @@ EOF
     per_request=$(python3 -c "import os; n=$EVENTS; b=os.path.getsize('$TMP/events.ndjson'); print(max(1, min($BATCH, int(480 * 1024 / (b / n)))))")
     echo "== $mix: stowage serve --demo (durable acks, default config)" >&2
     local data="$TMP/data-$mix"
-    "$STOWAGE_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
+    "$SERVER_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
     SRV_PID=$!
     for _ in $(seq 600); do
         if [ -s "$data/demo.json" ]; then

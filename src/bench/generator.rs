@@ -9,53 +9,10 @@ use serde_json::{Value, json};
 
 use super::Mode;
 use super::mixes::{self, Mix};
+use super::rng::Rng;
 
 /// Hex digits of the per-message counter in a `messageId`.
 pub const ID_DIGITS: usize = 12;
-
-/// A small, fast, seedable generator (SplitMix64): reproducible data without a `rand` dependency.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// True with probability `p`.
-    pub(super) fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-
-    pub(super) fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-
-    /// A price-like amount in `lo..hi` with two decimals.
-    fn money(&mut self, lo: u64, hi: u64) -> f64 {
-        (lo * 100 + self.below((hi - lo) * 100)) as f64 / 100.0
-    }
-
-    pub(super) fn hex(&mut self, digits: usize) -> String {
-        let s = format!("{:016x}{:016x}", self.next_u64(), self.next_u64());
-        s[..digits].to_string()
-    }
-}
 
 /// Event names and their weights (out of 100): browsing dominates, purchases are rarer.
 const EVENTS: [(&str, u64); 7] = [

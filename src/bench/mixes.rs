@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::generator::Rng;
+use super::rng::Rng;
 
 /// Which events a run sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]

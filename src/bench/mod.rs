@@ -15,6 +15,7 @@ pub mod generator;
 pub mod hist;
 pub mod mixes;
 pub mod report;
+pub mod rng;
 pub mod schedule;
 pub mod worker;
 

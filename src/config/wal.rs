@@ -36,7 +36,7 @@ impl Default for WalConfig {
             sync_interval: HumanDuration(Duration::ZERO),
             batch_bytes: ByteSize(1 << 20),
             group_wait: HumanDuration(Duration::from_micros(250)),
-            segment_size: ByteSize(64 << 20),
+            segment_size: ByteSize(16 << 20),
             recovery: RecoveryPolicy::Strict,
         }
     }

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::writer::{Append, WalError};
+use super::append::{Append, WalError};
 
 /// One commit group: the appends the writer takes in one go share its outcome.
 #[derive(Default)]

@@ -47,8 +47,8 @@ impl LogFile {
     }
 
     /// Writes and fsyncs `buf` (records `first_seq..=last_seq`; `ids` are its client ids, for
-    /// the archive). On error the partial batch is cut off before returning (or at the next
-    /// call, if the cut fails too).
+    /// the archive). On error the partial batch is still in the file: call
+    /// [`LogFile::cut_failed`] (the next call cuts it otherwise).
     pub fn append(
         &mut self,
         buf: &[u8],
@@ -101,12 +101,21 @@ impl LogFile {
                 Ok(())
             }
             Err(e) => {
+                // Cut by the caller ([`LogFile::cut_failed`]), once it has stopped buffered
+                // acknowledgements: the cut syncs, which can take a while on a busy disk.
                 self.needs_cut = true;
-                if let Err(c) = self.cut() {
-                    error!(error = %c, "cannot cut a failed WAL write off its segment; will retry before writing again");
-                }
                 Err(e)
             }
+        }
+    }
+
+    /// After a failed [`LogFile::append`]: cuts the partial batch off at once (or, if even that
+    /// fails, before the next write).
+    pub fn cut_failed(&mut self) {
+        if self.needs_cut
+            && let Err(c) = self.cut()
+        {
+            error!(error = %c, "cannot cut a failed WAL write off its segment; will retry before writing again");
         }
     }
 

@@ -5,6 +5,7 @@
 //! segments are deleted once every record in them is committed to Parquet, after their client
 //! ids are archived for the dedup window ([`ids`]).
 
+mod append;
 pub mod group;
 pub mod identity;
 pub mod ids;
@@ -22,12 +23,13 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::config::RecoveryPolicy;
+pub use append::{Append, Entry, WalError};
 use group::Queue;
 pub use group::{Group, Receipt};
 pub use ids::IdArchive;
 pub use record::Record;
 use segment::{End, SegmentMeta};
-pub use writer::{Append, Entry, WalError, WalOptions, WalStats, Written};
+pub use writer::{WalOptions, WalStats, Written};
 
 /// A recovery that cannot go on by itself.
 #[derive(Debug, thiserror::Error)]
@@ -289,3 +291,6 @@ impl<T: Send + 'static> Wal<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -112,15 +112,20 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Record>, End)> {
                 if rest.iter().all(|b| *b == 0) {
                     return Ok((records, End::Clean));
                 }
-                // A crash can leave a half-written last record: a torn tail. Anything with more
-                // data after it is real corruption.
-                let is_last = frame_len.is_some_and(|n| n >= rest.len());
+                // A crash can leave a half-written last record: a torn tail — its frame runs
+                // to the end of the file, or (in a pre-allocated segment) only zeros follow it.
+                // Anything with more data after it is real corruption.
+                let is_last = frame_len.is_some_and(|n| {
+                    rest.get(n..)
+                        .is_none_or(|after| after.iter().all(|b| *b == 0))
+                });
                 if is_last {
+                    let used = rest.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
                     return Ok((
                         records,
                         End::Torn {
                             offset: at as u64,
-                            bytes: rest.len() as u64,
+                            bytes: used as u64,
                         },
                     ));
                 }
@@ -189,6 +194,17 @@ mod tests {
         zeros[full.len() + 100] = 1; // not zeros to the end: damage
         std::fs::write(&p, &zeros).unwrap();
         assert!(matches!(read(&p).unwrap().1, End::Corrupt { .. }));
+
+        // A pre-allocated segment whose last record was half written: zeros where its end
+        // should be, and zeros after it.
+        let mut torn = full.clone();
+        let last = torn.len();
+        torn[last - 5..].fill(0);
+        torn.extend_from_slice(&[0; 4096]);
+        std::fs::write(&p, &torn).unwrap();
+        let (recs, end) = read(&p).unwrap();
+        assert_eq!(recs.len(), 4);
+        assert!(matches!(end, End::Torn { .. }), "{end:?}");
 
         let mut bad = full.clone();
         bad[20] ^= 0x55; // inside the first record, four good ones follow

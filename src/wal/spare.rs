@@ -28,24 +28,25 @@ pub(super) struct Spares {
 }
 
 impl Spares {
-    /// Starts preparing the first spare of `size` bytes in `dir` (removing any left by an
-    /// earlier run).
+    /// Spares of `size` bytes in `dir` (removing any left by an earlier run). None is made
+    /// until the log opens its first segment: a server that never logs writes no zeros.
     pub fn new(dir: &Path, size: u64) -> Spares {
         remove_stale(dir);
-        let mut spares = Spares {
+        Spares {
             dir: dir.to_path_buf(),
             size,
             made: 0,
             pending: None,
             gave_up: size == 0,
-        };
-        spares.prepare();
-        spares
+        }
     }
 
     /// A ready spare's path, if one is ready now (never waits); starts the next one.
     pub fn take(&mut self) -> Option<PathBuf> {
-        let rx = self.pending.as_ref()?;
+        let Some(rx) = self.pending.as_ref() else {
+            self.prepare();
+            return None;
+        };
         let ready = match rx.try_recv() {
             Ok(r) => r,
             Err(TryRecvError::Empty) => return None,

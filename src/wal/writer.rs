@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use tokio::sync::mpsc;
 use tracing::{error, info};
 
+use super::append::WalError;
 use super::group::{Queue, Queued};
 use super::log_file::LogFile;
 use super::record::{FLAG_CLIENT_ID, FLAG_MARKER, encode};
@@ -40,65 +40,6 @@ pub struct WalOptions {
     pub group_wait: Duration,
     /// Start a new segment once the current one reaches this size.
     pub segment_size: u64,
-}
-
-/// Why an append was not made durable.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum WalError {
-    /// Writing or syncing the segment failed.
-    #[error("write-ahead log I/O failed: {0}")]
-    Io(String),
-    /// The writer has stopped (shutdown).
-    #[error("write-ahead log is closed")]
-    Closed,
-}
-
-/// One record to append (part of an [`Append`]).
-pub struct Entry<T> {
-    /// Owning team.
-    pub team: TeamId,
-    /// Record flags.
-    pub flags: u8,
-    /// µs since the epoch.
-    pub received_at: i64,
-    /// Event id.
-    pub id: String,
-    /// Request body.
-    pub body: Bytes,
-    /// Passed through to the consumer with the sequence number.
-    pub payload: T,
-}
-
-/// One append request: its entries are numbered consecutively, written in the same write and
-/// fsync, and succeed or fail together (a batch of events is one append and one acknowledgement).
-pub struct Append<T> {
-    /// The records, in order (a marker is an append of one entry flagged [`FLAG_MARKER`]).
-    pub entries: Vec<Entry<T>>,
-    /// Whether a client waits for the outcome. One that does not (a buffered acknowledgement,
-    /// a marker) was acknowledged already: after a failed write it is carried, never dropped.
-    pub waited: bool,
-}
-
-impl<T> Append<T> {
-    /// An append of one entry.
-    pub fn one(entry: Entry<T>, waited: bool) -> Self {
-        Append {
-            entries: vec![entry],
-            waited,
-        }
-    }
-
-    pub(super) fn body_bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.body.len()).sum()
-    }
-
-    /// Entries that take a sequence number (all but markers).
-    pub(super) fn logged(&self) -> usize {
-        self.entries
-            .iter()
-            .filter(|e| e.flags & FLAG_MARKER == 0)
-            .count()
-    }
 }
 
 /// An appended entry, in sequence order, for the consumer.
@@ -245,8 +186,12 @@ impl<T: Send + 'static> Writer<T> {
                     self.deliver(appends);
                 }
                 Err(err) => {
-                    error!(error = %err, appends = appends.len(), "WAL write failed");
+                    // Unhealthy first (later appends wait for their own write from now on),
+                    // then the cut, then the clients' answers: a batch they are told was not
+                    // stored must not come back at recovery.
                     self.healthy.store(false, Ordering::Release);
+                    error!(error = %err, appends = appends.len(), "WAL write failed");
+                    log.cut_failed();
                     group.complete(Err(WalError::Io(err.to_string())));
                     // Acknowledged already (or a marker): keep. A waited append whose client
                     // got the error is never handed on (it was not stored).
