@@ -89,17 +89,21 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
 
 # start_baseline: the bare axum handler on a free port; sets BASE_URL, BASE_PID.
+BASELINES=0
 start_baseline() {
-    "$BASELINE_BIN" --listen 127.0.0.1:0 >"$TMP/baseline.log" 2>&1 &
+    # A log of its own per start: the previous one's "listening on" must never be read.
+    BASELINES=$((BASELINES + 1))
+    local log="$TMP/baseline_$BASELINES.log"
+    "$BASELINE_BIN" --listen 127.0.0.1:0 >"$log" 2>&1 &
     BASE_PID=$!
     PIDS+=("$BASE_PID")
     BASE_URL=
     for _ in $(seq 100); do
-        grep -q '^listening on ' "$TMP/baseline.log" && break
+        grep -q '^listening on ' "$log" 2>/dev/null && break
         sleep 0.1
     done
-    BASE_URL="http://$(sed -n 's/^listening on //p' "$TMP/baseline.log")"
-    [ "$BASE_URL" != "http://" ] || { cat "$TMP/baseline.log" >&2; exit 1; }
+    BASE_URL="http://$(sed -n 's/^listening on //p' "$log")"
+    [ "$BASE_URL" != "http://" ] || { cat "$log" >&2; exit 1; }
 }
 
 # start_stowage NAME: `stowage serve --demo` in the fresh data dir $TMP/NAME; sets URL, TOKEN,

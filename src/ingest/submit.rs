@@ -139,9 +139,17 @@ impl Ingest {
         outcome: &mut [Accepted],
         received_at: i64,
     ) -> (Vec<(usize, Item, Option<Ticket>)>, Vec<Waiting>) {
-        // Duplicates within one request only matter when it has more than one event.
-        let several = items.len() > 1;
-        let mut seen_here = HashSet::new();
+        // Repeats of an id within the request (only one with several events can have them),
+        // found borrowing the ids, before the items move.
+        let mut repeat = vec![false; items.len()];
+        if items.len() > 1 {
+            let mut seen_here: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+            for (i, slot) in items.iter().enumerate() {
+                if let Some(item) = slot.as_ref().filter(|it| it.rows.client_id) {
+                    repeat[i] = !seen_here.insert(item.rows.id.as_str());
+                }
+            }
+        }
         let mut fresh: Vec<(usize, Item, Option<Ticket>)> = Vec::with_capacity(items.len());
         let mut waiting = Vec::new();
         for (i, slot) in items.iter_mut().enumerate() {
@@ -150,7 +158,7 @@ impl Ingest {
                 fresh.push((i, item, None));
                 continue;
             }
-            if several && !seen_here.insert(item.rows.id.clone()) {
+            if repeat[i] {
                 outcome[i] = Accepted::Duplicate;
                 continue;
             }
