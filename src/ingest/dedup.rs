@@ -50,9 +50,10 @@ pub struct Dedup {
     inner: Mutex<Inner>,
 }
 
-/// A team's id, as a 128-bit digest (two 64-bit hashes under different random seeds: a
-/// collision, which would take a new event for a duplicate, is ~1e-26 likely in a full window
-/// and cannot be aimed at without the seeds).
+/// A team's id, as a 128-bit digest (two 64-bit hashes under per-process random seeds that
+/// differ in their per-hasher part): a collision would take a new event for a duplicate; by
+/// chance it is negligible in a window of a million ids, and it cannot be aimed at without the
+/// seeds.
 type Key = u128;
 
 struct Entry {
@@ -100,8 +101,9 @@ impl Dedup {
     fn key(&self, team: &TeamId, id: &str) -> Key {
         let half = |seed: &foldhash::quality::RandomState| {
             let mut h = seed.build_hasher();
+            // The team's length first: "ab"+"c" and "a"+"bc" hash apart.
+            h.write_usize(team.as_str().len());
             h.write(team.as_str().as_bytes());
-            h.write_u8(0xff); // not a UTF-8 byte: "ab"+"c" and "a"+"bc" differ
             h.write(id.as_bytes());
             h.finish()
         };

@@ -63,6 +63,8 @@ struct State<T> {
     bytes: usize,
     next_seq: u64,
     group: Arc<Group>,
+    /// The group the writer took last (being written, or done).
+    taken: Option<Arc<Group>>,
     closed: bool,
     writer_waiting: bool,
 }
@@ -81,6 +83,7 @@ impl<T> Queue<T> {
                 bytes: 0,
                 next_seq,
                 group: Arc::default(),
+                taken: None,
                 closed: false,
                 writer_waiting: false,
             }),
@@ -118,9 +121,24 @@ impl<T> Queue<T> {
 
     /// Stops accepting appends; the writer drains what is queued.
     pub fn close(&self) {
-        let mut s = self.state.lock().expect("wal queue lock");
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.closed = true;
         self.wake.notify_one();
+    }
+
+    /// When the writer is gone for good (it panicked): closes the queue and fails whatever
+    /// waits in it, so no request waits forever and none is acknowledged.
+    pub fn abandon(&self) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.closed = true;
+        s.appends.clear();
+        let group = std::mem::take(&mut s.group);
+        let taken = s.taken.take();
+        drop(s);
+        // A group the writer completed already keeps its outcome (a `OnceLock`).
+        for g in taken.into_iter().chain([group]) {
+            g.complete(Err(WalError::Closed));
+        }
     }
 
     /// Waits for appends — at most `idle` when given (a carried write to retry) — then, while
@@ -163,6 +181,7 @@ impl<T> Queue<T> {
         s.writer_waiting = false;
         s.bytes = 0;
         let group = std::mem::take(&mut s.group);
+        s.taken = Some(group.clone());
         Taken {
             appends: std::mem::take(&mut s.appends),
             group,

@@ -6,7 +6,6 @@
 //! nothing more is written until a later cut succeeds.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -75,12 +74,9 @@ impl LogFile {
             self.file = Some(f);
         }
         let f = self.file.as_mut().expect("opened above");
-        let written = if self.capacity > 0 {
-            f.write_all_at(buf, self.len)
-        } else {
-            f.write_all(buf)
-        };
-        match written.and_then(|_| f.sync_data()) {
+        // Always at the end of the good bytes, never at the file's offset: after a cut that
+        // kept the file, the offset may still point past a failed write.
+        match f.write_all_at(buf, self.len).and_then(|_| f.sync_data()) {
             Ok(()) => {
                 self.len += buf.len() as u64;
                 if let Some(cur) = self.segments.lock().expect("segments lock").last_mut() {
@@ -185,9 +181,19 @@ fn open_segment(
             }
         }
         let _ = std::fs::remove_file(spare);
-        let file = OpenOptions::new().write(true).open(&path)?;
-        sync_dir(dir)?;
-        return Ok((file, new_meta(path, first_seq)));
+        let opened = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|file| sync_dir(dir).map(|_| file));
+        return match opened {
+            Ok(file) => Ok((file, new_meta(path, first_seq))),
+            Err(e) => {
+                // Gone again, so a retry under the same name (a carried write keeps its first
+                // number) does not meet a full-size file it may not take over.
+                let _ = std::fs::remove_file(&path);
+                Err(e)
+            }
+        };
     }
     let file = match OpenOptions::new().create_new(true).append(true).open(&path) {
         Err(e) if taken_over(&e) => OpenOptions::new().append(true).open(&path)?,

@@ -1,7 +1,9 @@
 //! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: zeros to the end of a
 //! file are unused pre-allocated space; a torn record at the end of the newest segment is a crash
 //! mid-write and is cut off; damage anywhere else is corruption and stops recovery with the file
-//! and offset.
+//! and offset. (A power loss can keep any subset of a pre-allocated segment's pages of the last,
+//! unacknowledged batch; a hole *inside* that batch reads as corruption and stops a strict
+//! start-up — nothing acknowledged is lost, and `wal.recovery = "truncate"` goes on.)
 
 use std::path::{Path, PathBuf};
 

@@ -103,11 +103,8 @@ impl Spares {
 }
 
 fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
-    let mut f: File = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .open(path)?;
+    // Never an existing file: a stale spare may still be linked to a live segment.
+    let mut f: File = OpenOptions::new().create_new(true).write(true).open(path)?;
     let zeros = vec![0u8; CHUNK];
     let mut left = size;
     while left > 0 {

@@ -118,3 +118,26 @@ async fn a_closed_log_refuses_appends() {
         Err(WalError::Closed)
     ));
 }
+
+#[tokio::test]
+async fn a_dead_writer_fails_what_waits_instead_of_leaving_it_hanging() {
+    let queue = group::Queue::<u32>::new(1);
+    let first = queue
+        .push(Append::one(entry(1), true), true)
+        .unwrap()
+        .unwrap();
+    // The writer took the first group and died while writing it; a second append queued since.
+    let taken = queue.take(None, None, 1 << 20);
+    assert_eq!(taken.appends.len(), 1);
+    let second = queue
+        .push(Append::one(entry(2), true), true)
+        .unwrap()
+        .unwrap();
+    queue.abandon();
+    assert!(matches!(first.group.wait().await, Err(WalError::Closed)));
+    assert!(matches!(second.group.wait().await, Err(WalError::Closed)));
+    assert!(matches!(
+        queue.push(Append::one(entry(3), true), true),
+        Err(WalError::Closed)
+    ));
+}

@@ -88,6 +88,16 @@ impl<T: Send + 'static> Writer<T> {
     /// hold. If the log is closed while a carry cannot be written, the carried events are handed
     /// on anyway (they are acknowledged; the shutdown flush can still commit them).
     pub fn run(self) {
+        // If this thread dies, requests waiting on the queue are failed, not left hanging.
+        struct Abandon<T>(Arc<Queue<T>>);
+        impl<T> Drop for Abandon<T> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.abandon();
+                }
+            }
+        }
+        let _abandon = Abandon(self.queue.clone());
         let mut log = LogFile::new(
             self.opts.dir.clone(),
             self.opts.segment_size,
