@@ -18,10 +18,11 @@ impl Catalog {
         &self.owner
     }
 
-    /// Reserves `paths` for this writer (before their objects are put).
+    /// Reserves `paths` for this writer (before their objects are put). Runs beside every
+    /// write but the collector's: each path is new and its own writer's.
     pub fn reserve_objects(&self, paths: &[String]) -> Result<()> {
         self.with(|c| {
-            let tx = c.write_transaction()?;
+            let tx = c.shared_write_transaction()?;
             let now = now_ms();
             for p in paths {
                 tx.execute(
@@ -38,7 +39,7 @@ impl Catalog {
     /// Drops reservations of objects this writer abandoned (and deleted).
     pub fn release_objects(&self, paths: &[String]) -> Result<()> {
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.shared_write_transaction()?;
             for p in paths {
                 tx.execute(
                     "DELETE FROM pending_objects WHERE path = ?1 AND owner = ?2",
