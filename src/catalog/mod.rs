@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod compaction;
 pub mod db;
+mod flash;
 mod leases;
 mod links;
 mod migrations;
