@@ -126,6 +126,69 @@ fn a_team_stuck_mid_commit_does_not_hold_up_other_teams() {
     assert_eq!(cat.watermark(&a).unwrap(), 2);
 }
 
+/// The orphan collector's sweep runs beside commits (no catalog-wide lock): a commit in flight
+/// that has consumed its reservation holds the sweep of that row until it ends, and its path is
+/// kept — in `data_files` once it commits; and a reservation dropped by the sweep first fails
+/// the commit that would have named it.
+#[test]
+fn the_orphan_sweep_never_loses_a_commit_in_flight() {
+    let url = pg::database_url();
+    let writer = Catalog::open_postgres(&url).unwrap();
+    let collector = Arc::new(Catalog::open_postgres(&url).unwrap());
+    let team = TeamId::from(writer.create_team("t").unwrap().as_str());
+    let path = format!("teams/{team}/tables/x/1.parquet");
+    writer.reserve_objects(std::slice::from_ref(&path)).unwrap();
+
+    // A commit in flight: reservation consumed, file recorded, not committed yet.
+    let stuck = connect(&url);
+    let tx = stuck.team_write_transaction(team.as_str()).unwrap();
+    let consumed = tx
+        .execute(
+            "DELETE FROM pending_objects WHERE path = ?1",
+            [path.as_str()],
+        )
+        .unwrap();
+    assert_eq!(consumed, 1);
+    tx.execute(
+        "INSERT INTO data_files (team_id, table_name, path, partition, rows, bytes, schema_version, created_at)
+         VALUES (?1, 'x', ?2, 'date=2026-11-26', 1, 1, 1, 0)",
+        [team.as_str(), path.as_str()],
+    )
+    .unwrap();
+    // The writer looks dead to the sweep (its heartbeat is older than "now + 1 ms").
+    let sweep = {
+        let collector = collector.clone();
+        std::thread::spawn(move || collector.paths_to_keep(stowage::catalog::now_ms() + 1))
+    };
+    let observer = connect(&url);
+    wait_until(
+        "the sweep to wait on the consumed reservation's row",
+        || {
+            observer
+            .query_row(
+                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
+                stowage::catalog::db::params![],
+                |r| r.get::<i64>(0),
+            )
+            .unwrap()
+            == 1
+        },
+    );
+    tx.commit().unwrap();
+    let keep = sweep.join().unwrap().unwrap();
+    assert!(keep.contains(&path), "a committed object is kept");
+
+    // The other order: the sweep drops a silent writer's reservation, then its commit fails.
+    let late = format!("teams/{team}/tables/x/2.parquet");
+    writer.reserve_objects(std::slice::from_ref(&late)).unwrap();
+    let keep = collector
+        .paths_to_keep(stowage::catalog::now_ms() + 1)
+        .unwrap();
+    assert!(!keep.contains(&late));
+    let err = writer.commit_files(&team, &[file("x", &late)], 2);
+    assert!(matches!(err, Err(CatalogError::Reclaimed(_))), "{err:?}");
+}
+
 /// Many teams committing at once, each from its own node with its own WAL, while two committers
 /// of one team race for the same objects and readers page through snapshots: every commit lands
 /// exactly once, watermarks are per WAL and never go down, and a snapshot read again later
@@ -254,7 +317,14 @@ fn concurrent_commits_of_many_teams_keep_exactly_once_and_watermarks() {
 fn measure(url: &str, flushers: usize, secs: f64) -> f64 {
     let setup = Catalog::open_postgres(url).unwrap();
     let teams: Vec<TeamId> = (0..flushers)
-        .map(|i| TeamId::from(setup.create_team(&format!("bench {i}")).unwrap().as_str()))
+        .map(|i| {
+            TeamId::from(
+                setup
+                    .create_team(&format!("bench {flushers}.{i}"))
+                    .unwrap()
+                    .as_str(),
+            )
+        })
         .collect();
     let start = Arc::new(Barrier::new(flushers + 1));
     let threads: Vec<_> = teams

@@ -7,14 +7,15 @@
 //! pool slot connects again.
 //!
 //! Write transactions come in three kinds, all through transaction-scoped advisory locks:
-//! - a *catalog-wide* write (accounts, sessions, secrets, settings, the orphan collector) takes
+//! - a *catalog-wide* write (accounts, sessions, secrets, settings, sign-in attempts) takes
 //!   [`WRITE_LOCK`] exclusively, so it runs alone, exactly as under SQLite's `BEGIN IMMEDIATE`;
 //! - a *team* write (a flush's commit, a compaction's swap) takes [`WRITE_LOCK`] shared and its
 //!   team's lock ([`TEAM_LOCK_CLASS`], [`team_lock_key`]) exclusively: one team's writes stay
 //!   serial (its file ids, schemas and watermarks are read and written as before), while writes of
 //!   different teams run side by side and meet only on rows (PostgreSQL's row locks);
-//! - a *shared* write (reserving or releasing objects: single-row upserts and deletes of paths no
-//!   other writer names) takes [`WRITE_LOCK`] shared only.
+//! - a *shared* write (reserving or releasing objects, the orphan collector's sweep of stale
+//!   reservations: single-row changes that meet a commit only on the row both change) takes
+//!   [`WRITE_LOCK`] shared only.
 //!
 //! Every guarantee that rested on writers taking turns still does where it is needed: a
 //! catalog-wide write waits for every team write in flight and holds new ones back, so it sees
