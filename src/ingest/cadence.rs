@@ -3,7 +3,10 @@
 //! so a team sending a few events a minute costs as many requests as a busy one. When a team's
 //! `flush.interval` deadline comes and its buffer is still small (under `flush.idle_bytes`), the
 //! flush waits — up to `flush.idle_interval` after the buffer's oldest row — for more rows to
-//! share the files. Every other trigger (rows, bytes, an explicit flush for `X-Stowage-Wait` or a
+//! share the files, looking again every `flush.interval`: it flushes at the first look that finds
+//! `idle_bytes` buffered, so a waiting team holds about `idle_bytes` plus one interval of rows,
+//! and its files are at least `idle_bytes` unless it is quiet for the whole `idle_interval`.
+//! Every other trigger (rows, bytes, an explicit flush for `X-Stowage-Wait` or a
 //! fresh read, shutdown) flushes as before, so the bound on how long an acknowledged event stays
 //! uncommitted becomes `max(flush.interval, flush.idle_interval)` for quiet teams and stays
 //! `flush.interval` for the others. `flush.idle_interval = "0s"` (the default) turns it off.
@@ -31,12 +34,18 @@ pub enum AtDeadline {
     WaitFor(Duration),
 }
 
-/// The decision for a buffer of `buffered_bytes` whose oldest row is `age` old.
-pub fn at_deadline(cadence: Cadence, buffered_bytes: u64, age: Duration) -> AtDeadline {
+/// The decision for a buffer of `buffered_bytes` whose oldest row is `age` old, for a team
+/// whose `flush.interval` is `interval`.
+pub fn at_deadline(
+    cadence: Cadence,
+    interval: Duration,
+    buffered_bytes: u64,
+    age: Duration,
+) -> AtDeadline {
     if buffered_bytes >= cadence.idle_bytes || age >= cadence.idle_interval {
         AtDeadline::Flush
     } else {
-        AtDeadline::WaitFor(cadence.idle_interval - age)
+        AtDeadline::WaitFor((cadence.idle_interval - age).min(interval))
     }
 }
 
@@ -49,34 +58,39 @@ mod tests {
         idle_bytes: 256 << 10,
     };
 
+    const TEN_S: Duration = Duration::from_secs(10);
+
     #[test]
-    fn small_buffers_wait_up_to_the_idle_interval_and_big_ones_never() {
+    fn small_buffers_wait_up_to_the_idle_interval_looking_every_interval() {
         let s = Duration::from_secs;
+        let at = |bytes, age| at_deadline(QUIET, TEN_S, bytes, age);
+        assert_eq!(at(1_000, s(10)), AtDeadline::WaitFor(s(10)), "look again");
         assert_eq!(
-            at_deadline(QUIET, 1_000, s(10)),
-            AtDeadline::WaitFor(s(290))
+            at(1_000, s(295)),
+            AtDeadline::WaitFor(s(5)),
+            "not past the bound"
         );
-        assert_eq!(at_deadline(QUIET, 1_000, s(299)), AtDeadline::WaitFor(s(1)));
+        assert_eq!(at(1_000, s(300)), AtDeadline::Flush, "the bound");
+        assert_eq!(at(1_000, s(900)), AtDeadline::Flush);
         assert_eq!(
-            at_deadline(QUIET, 1_000, s(300)),
+            at(256 << 10, s(10)),
             AtDeadline::Flush,
-            "the bound"
+            "big enough at once"
         );
-        assert_eq!(at_deadline(QUIET, 1_000, s(900)), AtDeadline::Flush);
         assert_eq!(
-            at_deadline(QUIET, 256 << 10, s(10)),
+            at(300 << 10, s(70)),
             AtDeadline::Flush,
-            "big enough"
+            "grew big while waiting"
         );
     }
 
     #[test]
     fn off_by_default() {
         let off = Cadence::default();
-        assert_eq!(at_deadline(off, 0, Duration::ZERO), AtDeadline::Flush);
         assert_eq!(
-            at_deadline(off, 1, Duration::from_secs(10)),
+            at_deadline(off, TEN_S, 0, Duration::ZERO),
             AtDeadline::Flush
         );
+        assert_eq!(at_deadline(off, TEN_S, 1, TEN_S), AtDeadline::Flush);
     }
 }

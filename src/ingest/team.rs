@@ -230,7 +230,8 @@ impl Actor for TeamActor {
                 let age = state
                     .buffer_first_at
                     .map_or(Duration::ZERO, |t| t.elapsed());
-                match cadence::at_deadline(state.ctx.cadence, state.buffered_bytes, age) {
+                let (cadence, interval) = (state.ctx.cadence, state.tuning.flush_interval);
+                match cadence::at_deadline(cadence, interval, state.buffered_bytes, age) {
                     AtDeadline::Flush => state.start_flush(&myself),
                     AtDeadline::WaitFor(left) => {
                         myself.send_after(left, move || TeamMsg::Timer(generation));
