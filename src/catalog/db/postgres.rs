@@ -14,7 +14,8 @@
 //!   serial (its file ids, schemas and watermarks are read and written as before), while writes of
 //!   different teams run side by side and meet only on rows (PostgreSQL's row locks);
 //! - a *shared* write (reserving or releasing objects, the orphan collector's sweep of stale
-//!   reservations: single-row changes that meet a commit only on the row both change) takes
+//!   reservations, secrets' `last_used_at`: single-row changes that meet other writes only on
+//!   the row both change) takes
 //!   [`WRITE_LOCK`] shared only.
 //!
 //! Every guarantee that rested on writers taking turns still does where it is needed: a
