@@ -72,10 +72,12 @@ fn connect(url: &str) -> Conn {
     ))
 }
 
-/// How many advisory-lock requests of the catalog's writers are waiting.
+/// How many advisory-lock requests of this database's writers are waiting (the cluster is
+/// shared with other tests' databases).
 fn lock_waiters(conn: &Conn) -> i64 {
     conn.query_row(
-        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+        "SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE a.datname = current_database() AND l.locktype = 'advisory' AND NOT l.granted",
         stowage::catalog::db::params![],
         |r| r.get::<i64>(0),
     )
@@ -165,13 +167,15 @@ fn the_orphan_sweep_never_loses_a_commit_in_flight() {
         "the sweep to wait on the consumed reservation's row",
         || {
             observer
-            .query_row(
-                "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'transactionid' AND NOT granted",
-                stowage::catalog::db::params![],
-                |r| r.get::<i64>(0),
-            )
-            .unwrap()
-            == 1
+                .query_row(
+                    "SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                 WHERE a.datname = current_database() AND l.locktype = 'transactionid'
+                   AND NOT l.granted",
+                    stowage::catalog::db::params![],
+                    |r| r.get::<i64>(0),
+                )
+                .unwrap()
+                == 1
         },
     );
     tx.commit().unwrap();
