@@ -83,7 +83,7 @@ pub async fn build_state_with_store(
     Ok(AppState::new(crate::http::state::Shared {
         trusted_proxies: trusted_proxies.into(),
         accounts,
-        flash: Arc::new(crate::http::pages::Flash::new()),
+        flash: Arc::new(crate::http::pages::Flash::new(catalog.clone())),
         config: Arc::new(config),
         catalog,
         ingest,

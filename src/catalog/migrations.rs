@@ -250,6 +250,16 @@ CREATE TABLE signin_attempts (
     locked_until INTEGER
 );
 "#,
+    // 11: shown-once messages of the settings pages, shared by every node, sealed under a
+    // key derived from the session's cookie (src/catalog/flash.rs).
+    r#"
+CREATE TABLE flash_messages (
+    session_id TEXT PRIMARY KEY,
+    sealed     BLOB NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX flash_messages_by_expiry ON flash_messages (expires_at);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -213,6 +213,16 @@ CREATE TABLE signin_attempts (
     locked_until BIGINT
 );
 "#,
+    // 6 (SQLite's 11): shown-once messages of the settings pages, shared by every node, sealed under a
+    // key derived from the session's cookie (src/catalog/flash.rs).
+    r#"
+CREATE TABLE flash_messages (
+    session_id TEXT PRIMARY KEY,
+    sealed     BYTEA NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX flash_messages_by_expiry ON flash_messages (expires_at);
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -8,6 +8,7 @@
 //! other in a loop. [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
+pub mod cadence;
 pub mod control;
 pub mod ctx;
 pub mod dedup;
@@ -175,6 +176,10 @@ impl Ingest {
             tuning: tuning.clone(),
             admission,
             progress: Arc::new(Progress::default()),
+            cadence: cadence::Cadence {
+                idle_interval: config.flush.idle_interval.0,
+                idle_bytes: config.flush.idle_bytes.0,
+            },
             idle_timeout: config.ingest.idle_timeout.0,
             wal_dir: dir,
             control: control_tx.clone(),
