@@ -9,32 +9,38 @@
 #   benches/compare_batch.sh
 #
 # Environment (all optional):
-#   EVENTS=200000      events in the NDJSON file DuckDB converts
+#   EVENTS=100000      events in the NDJSON file DuckDB converts, per mix
+#   MIXES="shop wide narrow sdk strings"   the event mixes (`stowage bench gen --mix`), each
+#                      measured on its own: DuckDB, then a fresh stowage
 #   DURATION=10s       length of the stowage run
 #   BATCH=500          events per request
 #   CONNECTIONS=8      concurrent keep-alive connections of `stowage bench ingest`
 #   BENCH_THREADS=1    threads of `stowage bench ingest`
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   PYTHON=target/py/bin/python   a Python with the duckdb package
-#   STOWAGE_BIN=target/release/stowage
+#   STOWAGE_BIN=target/release/stowage   the load generator (and the server, unless SERVER_BIN)
+#   SERVER_BIN=$STOWAGE_BIN   the server measured (A/B: an older build under the same load)
 #   KEEP=1             keep the temporary directory (file, Parquet output, server log)
 #
-# Steps: (1) `stowage bench gen --events N` writes N generated Segment `track` messages (the
-# ones `bench ingest` sends) as NDJSON. (2) DuckDB (default threads = all cores) runs
+# Steps, per mix: (1) `stowage bench gen --mix M --events N` writes N generated messages as NDJSON
+# (the ones `bench ingest --mix M` sends). (2) DuckDB (default threads = all cores) runs
 # `COPY (FROM read_json('events.ndjson')) TO 'out.parquet' (FORMAT parquet)`; events/s = N / the
-# wall time of that statement. (3) `stowage serve --demo` in a fresh data dir (default config:
-# durable acks), then `stowage bench ingest --mode ndjson --batch-size 500` for DURATION:
-# acknowledged events/s. (4) The ratio stowage / DuckDB.
+# wall time of that statement. (3) A fresh `stowage serve --demo` (default config: durable acks),
+# then `stowage bench ingest --mix M --mode ndjson --batch-size 500` for DURATION: acknowledged
+# events/s, the server's CPU time over the run (/proc/PID/stat) and its peak RSS (VmHWM).
+# (4) One table: the ratio stowage / DuckDB per mix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-EVENTS=${EVENTS:-200000}
+EVENTS=${EVENTS:-100000}
+MIXES=${MIXES:-shop wide narrow sdk strings}
 DURATION=${DURATION:-10s}
 BATCH=${BATCH:-500}
 CONNECTIONS=${CONNECTIONS:-8}
 BENCH_THREADS=${BENCH_THREADS:-1}
 PYTHON=${PYTHON:-target/py/bin/python}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
+SERVER_BIN=${SERVER_BIN:-$STOWAGE_BIN}
 
 [ -x "$STOWAGE_BIN" ] || { echo "compare_batch: $STOWAGE_BIN not found; run cargo build --release" >&2; exit 1; }
 "$PYTHON" -c 'import duckdb' 2>/dev/null || {
@@ -51,11 +57,14 @@ cleanup() {
 trap cleanup EXIT
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-echo "== stowage bench gen --events $EVENTS" >&2
-"$STOWAGE_BIN" bench gen --events "$EVENTS" --out "$TMP/events.ndjson"
-
-echo "== DuckDB: NDJSON -> Parquet" >&2
-"$PYTHON" - "$TMP" "$EVENTS" >"$TMP/duckdb.json" <<'EOF'
+# run_mix MIX: DuckDB on MIX's NDJSON, then a fresh stowage under `bench ingest --mix MIX`;
+# results in $TMP/MIX.duckdb.json, $TMP/MIX.stowage.json, $TMP/MIX.hwm, $TMP/MIX.cpu.
+run_mix() {
+    local mix=$1
+    echo "== $mix: stowage bench gen --mix $mix --events $EVENTS" >&2
+    "$STOWAGE_BIN" bench gen --mix "$mix" --events "$EVENTS" --out "$TMP/events.ndjson"
+    echo "== $mix: DuckDB: NDJSON -> Parquet" >&2
+    "$PYTHON" - "$TMP" "$EVENTS" >"$TMP/$mix.duckdb.json" <<'EOF'
 import json, os, sys, time
 import duckdb
 tmp, n = sys.argv[1], int(sys.argv[2])
@@ -71,49 +80,71 @@ print(json.dumps({"events": n, "seconds": round(secs, 3), "events_per_s": round(
                   "threads": threads, "duckdb": duckdb.__version__,
                   "ndjson_mib": round(os.path.getsize(src) / 2**20, 1)}))
 EOF
-echo "   $(json "$TMP/duckdb.json" "f\"{d['events']:,} events in {d['seconds']} s = {d['events_per_s']:,.0f} events/s\"")" >&2
+    echo "   $(json "$TMP/$mix.duckdb.json" "f\"{d['events']:,} events in {d['seconds']} s = {d['events_per_s']:,.0f} events/s\"")" >&2
+    rm -f "$TMP/out.parquet"
 
-echo "== stowage serve --demo (durable acks, default config)" >&2
-DATA="$TMP/data"
-"$STOWAGE_BIN" serve --demo --data-dir "$DATA" --listen 127.0.0.1:0 >"$TMP/stowage.log" 2>&1 &
-SRV_PID=$!
-for _ in $(seq 600); do
-    if [ -s "$DATA/demo.json" ]; then
-        URL=$(json "$DATA/demo.json" "d['base_url']")
-        curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null && break
+    # Wide events do not fit 500 to a request under the default 512 KiB body limit (nor under
+    # Segment's own 500 KB): such mixes send as many as fit in 480 KiB, as an SDK would.
+    local per_request
+    per_request=$(python3 -c "import os; n=$EVENTS; b=os.path.getsize('$TMP/events.ndjson'); print(max(1, min($BATCH, int(480 * 1024 / (b / n)))))")
+    echo "== $mix: stowage serve --demo (durable acks, default config)" >&2
+    local data="$TMP/data-$mix"
+    "$SERVER_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
+    SRV_PID=$!
+    for _ in $(seq 600); do
+        if [ -s "$data/demo.json" ]; then
+            URL=$(json "$data/demo.json" "d['base_url']")
+            curl -fsS -o /dev/null "$URL/readyz" 2>/dev/null && break
+        fi
+        kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/stowage-$mix.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
+    TOKEN=$(json "$data/demo.json" "d['events_token']")
+    GZ=()
+    [ "${GZIP:-0}" = 1 ] && GZ=(--gzip)
+    echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${GZ[*]}" >&2
+    local before
+    before=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
+    if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mix "$mix" --mode ndjson \
+        --batch-size "$per_request" -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${GZ[@]}" \
+        --json >"$TMP/$mix.stowage.json"; then
+        echo "compare_batch: no batch was accepted:" >&2
+        cat "$TMP/$mix.stowage.json" >&2
+        exit 1
     fi
-    kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/stowage.log" >&2; exit 1; }
-    sleep 0.1
-done
-curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
-TOKEN=$(json "$DATA/demo.json" "d['events_token']")
-GZ=()
-[ "${GZIP:-0}" = 1 ] && GZ=(--gzip)
-echo "   stowage bench ingest --mode ndjson --batch-size $BATCH -c$CONNECTIONS -d$DURATION ${GZ[*]}" >&2
-if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mode ndjson --batch-size "$BATCH" \
-    -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${GZ[@]}" --json >"$TMP/stowage.json"; then
-    echo "compare_batch: no batch was accepted (does this build have POST /v1/batch?):" >&2
-    cat "$TMP/stowage.json" >&2
-    exit 1
-fi
-HWM_KIB=$(awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status")
-kill -TERM "$SRV_PID"
-wait "$SRV_PID" || echo "compare_batch: stowage exited with $?" >&2
-SRV_PID=
+    echo "$(( $(awk '{print $14 + $15}' "/proc/$SRV_PID/stat") - before )) $(getconf CLK_TCK)" |
+        awk '{print $1 / $2}' >"$TMP/$mix.cpu"
+    awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status" >"$TMP/$mix.hwm"
+    kill -TERM "$SRV_PID"
+    wait "$SRV_PID" || echo "compare_batch: stowage exited with $?" >&2
+    SRV_PID=
+    rm -rf "$data"
+}
 
-python3 - "$TMP" "$HWM_KIB" <<'EOF'
+for mix in $MIXES; do
+    run_mix "$mix"
+done
+
+python3 - "$TMP" "$MIXES" <<'EOF'
 import json, os, sys
-tmp, hwm = sys.argv[1], int(sys.argv[2])
-d = json.load(open(os.path.join(tmp, "duckdb.json")))
-s = json.load(open(os.path.join(tmp, "stowage.json")))
-print(f"batch ingest (NDJSON, {s['batch_size']} events/request{', gzip' if s['gzip'] else ''}, "
-      f"durable acks), {os.cpu_count()} cores")
-print(f"DuckDB {d['duckdb']} ({d['threads']} threads): {d['events']:,} events "
-      f"({d['ndjson_mib']} MiB NDJSON) -> Parquet in {d['seconds']:.3f} s = {d['events_per_s']:,.0f} events/s")
-lat = s["latency_ms"]
-print(f"stowage, {s['connections']} connections, {s['duration_s']:.1f} s: {s['events']:,} events acknowledged "
-      f"= {s['events_per_s']:,.0f} events/s ({s['ok_per_s']:,.1f} req/s; p50 {lat['p50']:.1f} ms, "
-      f"p99 {lat['p99']:.1f} ms; statuses {s['status']}, transport errors {s['transport_errors']})")
-print(f"ratio stowage / DuckDB: {s['events_per_s'] / d['events_per_s']:.2f}  (target >= 0.5)")
-print(f"stowage peak RSS (VmHWM): {hwm / 1024:.1f} MiB")
+tmp, mixes = sys.argv[1], sys.argv[2].split()
+print(f"batch ingest (NDJSON, durable acks, default config) vs DuckDB NDJSON -> Parquet, "
+      f"{os.cpu_count()} cores; a fresh server per mix")
+fmt = "{:<8} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>8}"
+print(fmt.format("mix", "NDJSON MiB", "ev/req", "DuckDB ev/s", "stowage ev/s", "ratio", "p50/p99 ms",
+                 "CPU µs/ev", "RSS MiB"))
+for mix in mixes:
+    d = json.load(open(os.path.join(tmp, f"{mix}.duckdb.json")))
+    s = json.load(open(os.path.join(tmp, f"{mix}.stowage.json")))
+    hwm = int(open(os.path.join(tmp, f"{mix}.hwm")).read())
+    cpu = float(open(os.path.join(tmp, f"{mix}.cpu")).read())
+    lat = s["latency_ms"]
+    bad = s["requests"] - s["ok"]
+    print(fmt.format(mix, d["ndjson_mib"], s["batch_size"], f"{d['events_per_s']:,.0f}", f"{s['events_per_s']:,.0f}",
+                     f"{s['events_per_s'] / d['events_per_s']:.2f}", f"{lat['p50']:.1f}/{lat['p99']:.1f}",
+                     f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{hwm / 1024:.0f}")
+          + (f"  ({bad} requests not 2xx: {s['status']})" if bad else ""))
+print(f"DuckDB {d['duckdb']} ({d['threads']} threads); stowage {s['connections']} connections"
+      f"{', gzip' if s['gzip'] else ''}, {s['duration_s']:.1f} s per mix")
 EOF

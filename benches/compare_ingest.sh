@@ -11,6 +11,7 @@
 #   DURATION=10s       length of each load run
 #   CONNECTIONS=64     concurrent keep-alive connections (wrk -c, stowage bench -c)
 #   BENCH_THREADS=1    threads of `stowage bench ingest` (wrk runs with -t1)
+#   RUNS=3             wrk runs, each a bare baseline then a fresh stowage
 #   STOWAGE_BIN=target/release/stowage
 #   BASELINE_BIN=target/release/examples/bare_axum
 #   KEEP=1             keep the temporary directory (server logs, data dir, raw results)
@@ -18,14 +19,14 @@
 # skipped).
 #
 # Steps: (0) `stowage bench gen` writes 1,024 messages for wrk to send (benches/wrk_event.lua
-# gives each a fresh messageId). (1) the baseline on 127.0.0.1:0: wrk, then
-# `stowage bench ingest --mode single`; stop it. (2) For each of three runs a fresh
-# `stowage serve --demo` in its own data dir (token from DIR/demo.json, wait for /readyz): wrk;
-# `stowage bench ingest`; `stowage bench ingest --rate` at 80 % of the rate the closed-loop bench
-# run reached, for the p99 under sustained load. Each server's peak RSS (VmHWM) is read before it
-# is stopped with SIGTERM.
-# (3) Print the table. Both loads run the servers one at a time, sharing the machine with the
-# load generator, so compare the ratios of one run, not absolute numbers across runs.
+# gives each a fresh messageId). (1) RUNS times: the bare baseline on 127.0.0.1:0 under wrk,
+# stopped, then a fresh `stowage serve --demo` in its own data dir (token from DIR/demo.json,
+# wait for /readyz) under the same wrk; each server's CPU time over its wrk run (/proc/PID/stat)
+# gives the CPU per request. (2) `stowage bench ingest` closed loop against a fresh baseline and
+# a fresh stowage, then `stowage bench ingest --rate` at 80 % of the rate stowage reached, for the
+# p99 under sustained load. Each server's peak RSS (VmHWM) is read before it is stopped with
+# SIGTERM. (3) Print the table. Servers run one at a time, sharing the machine with the load
+# generator, so compare the ratios of one run, not absolute numbers across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,7 @@ CONNECTIONS=${CONNECTIONS:-64}
 BENCH_THREADS=${BENCH_THREADS:-1}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
 BASELINE_BIN=${BASELINE_BIN:-target/release/examples/bare_axum}
+RUNS=${RUNS:-3}
 
 for bin in "$STOWAGE_BIN" "$BASELINE_BIN"; do
     if [ ! -x "$bin" ]; then
@@ -82,24 +84,27 @@ run_bench() {
     }
 }
 
-echo "== baseline: bare axum ($BASELINE_BIN)" >&2
-"$BASELINE_BIN" --listen 127.0.0.1:0 >"$TMP/baseline.log" 2>&1 &
-BASE_PID=$!
-PIDS+=("$BASE_PID")
-for _ in $(seq 100); do
-    grep -q '^listening on ' "$TMP/baseline.log" && break
-    sleep 0.1
-done
-BASE_URL="http://$(sed -n 's/^listening on //p' "$TMP/baseline.log")"
-[ "$BASE_URL" != "http://" ] || { cat "$TMP/baseline.log" >&2; exit 1; }
-if [ $HAVE_WRK = 1 ]; then
-    echo "   wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
-    run_wrk "$BASE_URL" unused "$TMP/wrk_base.json"
-fi
-echo "   stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
-run_bench "$BASE_URL" unused "$TMP/bench_base.json"
-kill "$BASE_PID"
-wait "$BASE_PID" 2>/dev/null || true
+# cpu_ticks PID: user + system CPU of PID so far, in clock ticks (/proc/PID/stat fields 14, 15).
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+
+# start_baseline: the bare axum handler on a free port; sets BASE_URL, BASE_PID.
+BASELINES=0
+start_baseline() {
+    # A log of its own per start: the previous one's "listening on" must never be read.
+    BASELINES=$((BASELINES + 1))
+    local log="$TMP/baseline_$BASELINES.log"
+    "$BASELINE_BIN" --listen 127.0.0.1:0 >"$log" 2>&1 &
+    BASE_PID=$!
+    PIDS+=("$BASE_PID")
+    BASE_URL=
+    for _ in $(seq 100); do
+        grep -q '^listening on ' "$log" 2>/dev/null && break
+        sleep 0.1
+    done
+    BASE_URL="http://$(sed -n 's/^listening on //p' "$log")"
+    [ "$BASE_URL" != "http://" ] || { cat "$log" >&2; exit 1; }
+}
 
 # start_stowage NAME: `stowage serve --demo` in the fresh data dir $TMP/NAME; sets URL, TOKEN,
 # SRV_PID. Every measurement gets a fresh server, so no run inherits another's data, flushes or
@@ -129,14 +134,36 @@ stop_stowage() {
     wait "$SRV_PID" || echo "compare_ingest: stowage exited with $?" >&2
 }
 
-echo "== stowage serve --demo (durable acks, default config), a fresh server per run" >&2
-if [ $HAVE_WRK = 1 ]; then
-    echo "   wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
-    start_stowage s_wrk
-    run_wrk "$URL" "$TOKEN" "$TMP/wrk_stowage.json"
-    stop_stowage s_wrk
-fi
-echo "   stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
+# measure PID NAME CMD…: runs CMD, and writes the CPU seconds PID used meanwhile to NAME.cpu.
+measure() {
+    local pid=$1 name=$2
+    shift 2
+    local before
+    before=$(cpu_ticks "$pid")
+    "$@"
+    echo "$(( $(cpu_ticks "$pid") - before )) $TICK" | awk '{print $1 / $2}' >"$TMP/$name.cpu"
+}
+
+# Each run: the baseline under wrk, then a fresh stowage under wrk — so every ratio has its own
+# baseline, taken a few seconds before it.
+for run in $(seq "$RUNS"); do
+    if [ $HAVE_WRK = 1 ]; then
+        echo "== run $run: bare axum, wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+        start_baseline
+        measure "$BASE_PID" "wrk_base_$run" run_wrk "$BASE_URL" unused "$TMP/wrk_base_$run.json"
+        kill "$BASE_PID"; wait "$BASE_PID" 2>/dev/null || true
+        echo "== run $run: stowage serve --demo (durable acks), wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+        start_stowage "s_wrk_$run"
+        measure "$SRV_PID" "wrk_stowage_$run" run_wrk "$URL" "$TOKEN" "$TMP/wrk_stowage_$run.json"
+        stop_stowage "s_wrk_$run"
+    fi
+done
+
+echo "== bare axum, stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
+start_baseline
+run_bench "$BASE_URL" unused "$TMP/bench_base.json"
+kill "$BASE_PID"; wait "$BASE_PID" 2>/dev/null || true
+echo "== stowage, stowage bench ingest -c$CONNECTIONS -d$DURATION" >&2
 start_stowage s_bench
 run_bench "$URL" "$TOKEN" "$TMP/bench_stowage.json"
 stop_stowage s_bench
@@ -148,16 +175,22 @@ run_bench "$URL" "$TOKEN" "$TMP/bench_rate.json" --rate "$RATE"
 stop_stowage s_rate
 HWM_KIB=$(sort -n "$TMP"/s_*.hwm | tail -1)
 
-python3 - "$TMP" "$HAVE_WRK" "$HWM_KIB" "$CONNECTIONS" "$DURATION" "$BENCH_THREADS" <<'EOF'
+python3 - "$TMP" "$HAVE_WRK" "$HWM_KIB" "$CONNECTIONS" "$DURATION" "$BENCH_THREADS" "$RUNS" <<'EOF'
 import json, os, sys
-tmp, have_wrk, hwm_kib, conns, duration, threads = sys.argv[1:]
+tmp, have_wrk, hwm_kib, conns, duration, threads, runs = sys.argv[1:]
 load = lambda name: json.load(open(os.path.join(tmp, name)))
+cpu = lambda name: float(open(os.path.join(tmp, name + ".cpu")).read())
 rows = []
 if have_wrk == "1":
-    b, s = load("wrk_base.json"), load("wrk_stowage.json")
-    rows.append((f"wrk -t1 -c{conns}", b["requests_per_s"], s["requests_per_s"],
-                 (b["p50_ms"], b["p99_ms"]), (s["p50_ms"], s["p99_ms"]),
-                 b["non_2xx"] + b["socket_errors"], s["non_2xx"] + s["socket_errors"]))
+    for run in range(1, int(runs) + 1):
+        b, s = load(f"wrk_base_{run}.json"), load(f"wrk_stowage_{run}.json")
+        rows.append((f"wrk -t1 -c{conns} (run {run})", b["requests_per_s"], s["requests_per_s"],
+                     (b["p50_ms"], b["p99_ms"]), (s["p50_ms"], s["p99_ms"]),
+                     b["non_2xx"] + b["socket_errors"], s["non_2xx"] + s["socket_errors"]))
+        bc, sc = cpu(f"wrk_base_{run}"), cpu(f"wrk_stowage_{run}")
+        print(f"run {run}: server CPU per request: bare {bc / b['requests'] * 1e6:.1f} µs "
+              f"({bc:.2f} s for {b['requests']:,}), stowage {sc / s['requests'] * 1e6:.1f} µs "
+              f"({sc:.2f} s for {s['requests']:,})")
 b, s = load("bench_base.json"), load("bench_stowage.json")
 bad = lambda d: d["requests"] - d["ok"]
 rows.append((f"stowage bench -c{conns} -t{threads}", b["ok_per_s"], s["ok_per_s"],

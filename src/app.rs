@@ -86,16 +86,16 @@ pub async fn build_state_with_store(
         config.sql.clone(),
         config.download.batch_rows,
     ));
-    Ok(AppState {
+    Ok(AppState::new(crate::http::state::Shared {
         trusted_proxies: trusted_proxies.into(),
         accounts,
         sql,
-        flash: Arc::new(crate::http::pages::Flash::new()),
+        flash: Arc::new(crate::http::pages::Flash::new(catalog.clone())),
         config: Arc::new(config),
         catalog,
         ingest,
         store,
-    })
+    }))
 }
 
 /// Writes the secrets' `last_used_at` every few seconds, off the request path.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::cluster::Cluster;
 use serde_json::{Value, json};
+use stowage::catalog::db::{Conn, PgConn, params, postgres};
 
 const ROUNDS: usize = 50;
 
@@ -26,41 +27,37 @@ async fn send(http: &reqwest::Client, url: &str, token: &str) -> u16 {
         .as_u16()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
+/// A cluster of `n` nodes on a fresh PostgreSQL catalog and a shared local warehouse, and the
+/// catalog's URL.
+async fn start(n: usize) -> (Cluster, tempfile::TempDir, String) {
     let warehouse = tempfile::tempdir().unwrap();
+    let url = common::pg::database_url();
     let env = vec![
-        (
-            "STOWAGE_CATALOG__URL".to_string(),
-            common::pg::database_url(),
-        ),
+        ("STOWAGE_CATALOG__URL".to_string(), url.clone()),
         (
             "STOWAGE_STORAGE__URL".to_string(),
             format!("file://{}", warehouse.path().display()),
         ),
     ];
-    let cluster = Cluster::start(3, env).await;
-    let team = cluster.admin(&["team", "create", "--name", "revokers"]);
+    (Cluster::start(n, env).await, warehouse, url)
+}
+
+/// A signed-in owner of a new team `name`.
+struct Owner {
+    team: String,
+    id: String,
+    cookie: String,
+    csrf: String,
+}
+
+/// Creates team `name` and its owner (CLI), and signs the owner in on node 0 (set-password link).
+async fn sign_in_owner(cluster: &Cluster, http: &reqwest::Client, name: &str) -> Owner {
+    let team = cluster.admin(&["team", "create", "--name", name]);
     let team = team["id"].as_str().unwrap().to_string();
+    let email = format!("o@{name}.example");
     let owner = cluster.admin(&[
-        "user",
-        "create",
-        "--team",
-        &team,
-        "--email",
-        "o@revokers.example",
-        "--name",
-        "o",
-        "--role",
-        "owner",
+        "user", "create", "--team", &team, "--email", &email, "--name", "o", "--role", "owner",
     ]);
-    let owner_id = owner["id"].as_str().unwrap().to_string();
-    cluster.admin(&["events", "enable", "--team", &team]);
-    // The owner's personal access token, for revoking through the API on node 1.
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
     let link = owner["set_password_url"].as_str().unwrap();
     let signed_in = http
         .post(cluster.nodes[0].url("/api/v1/links/use"))
@@ -79,10 +76,33 @@ async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
         .unwrap()
         .to_string();
     let me: Value = serde_json::from_str(&signed_in.text().await.unwrap()).unwrap();
+    Owner {
+        team,
+        id: owner["id"].as_str().unwrap().to_string(),
+        cookie,
+        csrf: me["csrf_token"].as_str().unwrap().to_string(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
+    let (cluster, _warehouse, _) = start(3).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let Owner {
+        team,
+        id: owner_id,
+        cookie,
+        csrf,
+    } = sign_in_owner(&cluster, &http, "revokers").await;
+    cluster.admin(&["events", "enable", "--team", &team]);
+    // The owner's personal access token, for revoking through the API on node 1.
     let pat: Value = http
         .post(cluster.nodes[0].url("/api/v1/pats"))
         .header("Cookie", format!("stowage_session={cookie}"))
-        .header("X-CSRF-Token", me["csrf_token"].as_str().unwrap())
+        .header("X-CSRF-Token", &csrf)
         .header("Content-Type", "application/json")
         .body(json!({"name": "revoker"}).to_string())
         .send()
@@ -179,4 +199,73 @@ async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
         checked <= 5,
         "{checked} attempts were checked across three nodes; the limit is 5: {statuses:?}"
     );
+}
+
+/// A secret shown once after a redirect (Post/Redirect/Get) is there whichever node serves the
+/// GET: a key created through node 0's settings form is shown by node 1, once; a reload on
+/// either node shows nothing; and the catalog row that carried it held no plaintext.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_secret_shown_after_a_redirect_is_shown_once_by_any_node() {
+    let (cluster, _warehouse, url) = start(2).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let owner = sign_in_owner(&cluster, &http, "flashers").await;
+    let cookie = format!("stowage_session={}", owner.cookie);
+    let created = http
+        .post(cluster.nodes[0].url("/settings/keys"))
+        .header("Cookie", &cookie)
+        .form(&[("name", "ci"), ("csrf", owner.csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 303);
+    assert_eq!(created.headers()["location"], "/settings#keys");
+
+    let catalog = Conn::Pg(Box::new(
+        PgConn::open(postgres::config(&url).unwrap()).unwrap(),
+    ));
+    let rows: Vec<Vec<u8>> = catalog
+        .query_all("SELECT sealed FROM flash_messages", params![], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows.len(), 1, "the message waits in the shared catalog");
+
+    let get = |node: usize, path: &str| {
+        let (http, cookie) = (http.clone(), cookie.clone());
+        let url = cluster.nodes[node].url(path);
+        async move {
+            let resp = http.get(url).header("Cookie", cookie).send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            resp.text().await.unwrap()
+        }
+    };
+    let shown = get(1, "/settings").await;
+    let key = shown
+        .split("value=\"")
+        .find_map(|rest| rest.strip_prefix("stw_data_"))
+        .map(|rest| format!("stw_data_{}", &rest[..rest.find('"').unwrap()]))
+        .expect("node 1 shows the key created through node 0");
+    assert!(shown.contains("Copy it now, it will not be shown again"));
+    let secret_part = key.trim_start_matches("stw_data_").as_bytes();
+    assert!(
+        !rows[0].windows(secret_part.len()).any(|w| w == secret_part),
+        "the catalog row held the key in the clear"
+    );
+    for node in [1, 0] {
+        assert!(
+            !get(node, "/settings").await.contains(&key),
+            "shown again by node {node}"
+        );
+    }
+    let left: i64 = catalog
+        .query_row("SELECT COUNT(*) FROM flash_messages", params![], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(left, 0, "taken when shown");
+    // It is the key the team now has, shown in full.
+    let listed = get(1, "/api/v1/keys").await;
+    assert!(listed.contains(&format!("\"{}\"", &key[..13])), "{listed}");
 }

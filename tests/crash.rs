@@ -123,15 +123,17 @@ async fn torn_wal_tail_is_cut_and_reported() {
     let proc = process::start(dir.path(), &[]).await;
     send_all(&http, &proc.demo, "t", 10).await;
     proc.kill9();
-    // A crash mid-write: the last record lost its final bytes.
+    // A crash mid-write: the last record lost its final bytes — cut off an appended segment,
+    // still zeros in a pre-allocated one.
     let seg = newest_segment(dir.path());
-    let len = std::fs::metadata(&seg).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&seg)
-        .unwrap()
-        .set_len(len - 5)
-        .unwrap();
+    let mut data = std::fs::read(&seg).unwrap();
+    let end = data.iter().rposition(|b| *b != 0).unwrap() + 1;
+    if end == data.len() {
+        data.truncate(end - 5);
+    } else {
+        data[end - 5..end].fill(0);
+    }
+    std::fs::write(&seg, &data).unwrap();
 
     let proc = process::start(dir.path(), &[]).await;
     let log = proc.log_text();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use common::process;
 use common::status_json;
 use serde_json::{Value, json};
+use stowage::config::{ByteSize, HumanDuration};
 
 fn admin(dir: &Path, args: &[&str]) -> (bool, Value, String) {
     let args: Vec<&str> = ["--json", "admin", "team"]
@@ -155,4 +156,46 @@ async fn admin_team_set_retunes_a_running_server_within_a_second() {
     assert!(!ok);
     assert_eq!(err["error"]["code"], json!("not_found"), "{err}");
     assert_eq!(proc.sigterm(), 0);
+}
+
+/// A quiet team (`flush.idle_interval`, issue 31): a small buffer outlives `flush.interval`
+/// and is committed, in one flush, once its oldest row is `idle_interval` old; a buffer of
+/// `idle_bytes` or more flushes at `interval` as before.
+#[tokio::test]
+async fn a_quiet_teams_small_buffer_waits_for_company_up_to_the_idle_interval() {
+    let t = common::TestServer::start(|c| {
+        c.flush.interval = HumanDuration(Duration::from_millis(50));
+        c.flush.idle_interval = HumanDuration(Duration::from_millis(1500));
+        c.flush.idle_bytes = ByteSize(4 << 10);
+    })
+    .await;
+    let sent = Instant::now();
+    t.send(json!({"event": "Quiet", "properties": {"n": 1}}))
+        .await;
+    t.send(json!({"event": "Quiet", "properties": {"n": 2}}))
+        .await;
+    let files = || common::parquet_files(t.dir.path()).len();
+    assert!(
+        common::wait_for(Duration::from_secs(10), || async { files() >= 2 }).await,
+        "the quiet team's rows were never committed"
+    );
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1400),
+        "committed after {waited:?}, before the idle interval"
+    );
+    assert_eq!(files(), 2, "both events in one flush: tracks and quiet");
+
+    // A buffer past idle_bytes is not quiet: it flushes at `interval`.
+    let before = files();
+    let big = "x".repeat(10 << 10);
+    let sent = Instant::now();
+    t.send(json!({"event": "Loud", "properties": {"s": big}}))
+        .await;
+    assert!(common::wait_for(Duration::from_secs(10), || async { files() >= before + 2 }).await);
+    assert!(
+        sent.elapsed() < Duration::from_millis(1400),
+        "a big buffer waited {:?}",
+        sent.elapsed()
+    );
 }

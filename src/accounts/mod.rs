@@ -114,6 +114,8 @@ pub enum Via {
         id: String,
         /// The session's CSRF token.
         csrf: String,
+        /// What the session's shown-once messages are sealed under.
+        flash_key: crate::catalog::secrets::FlashKey,
     },
     /// A personal access token (no CSRF: it is never sent by a browser on its own).
     Pat {
@@ -361,6 +363,7 @@ impl Accounts {
             via: Via::Session {
                 id: s.id,
                 csrf: s.csrf,
+                flash_key: s.flash_key,
             },
             address,
         })

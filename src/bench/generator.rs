@@ -8,53 +8,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Mode;
+use super::mixes::{self, Mix};
+use super::rng::Rng;
 
 /// Hex digits of the per-message counter in a `messageId`.
 pub const ID_DIGITS: usize = 12;
-
-/// A small, fast, seedable generator (SplitMix64): reproducible data without a `rand` dependency.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// True with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-
-    /// A price-like amount in `lo..hi` with two decimals.
-    fn money(&mut self, lo: u64, hi: u64) -> f64 {
-        (lo * 100 + self.below((hi - lo) * 100)) as f64 / 100.0
-    }
-
-    fn hex(&mut self, digits: usize) -> String {
-        let s = format!("{:016x}{:016x}", self.next_u64(), self.next_u64());
-        s[..digits].to_string()
-    }
-}
 
 /// Event names and their weights (out of 100): browsing dominates, purchases are rarer.
 const EVENTS: [(&str, u64); 7] = [
@@ -107,6 +65,8 @@ pub struct Generator {
     id_prefix: String,
     /// Timestamps are spread over the minute before this instant (milliseconds since the epoch).
     now_ms: i64,
+    /// Which events.
+    mix: Mix,
 }
 
 /// A request body with holes for the message counters.
@@ -156,7 +116,14 @@ impl Generator {
             rng: Rng::new(seed),
             id_prefix: format!("bench-{run_id}-"),
             now_ms: now.timestamp_millis(),
+            mix: Mix::Shop,
         }
+    }
+
+    /// The same generator making messages of `mix`.
+    pub fn with_mix(mut self, mix: Mix) -> Self {
+        self.mix = mix;
+        self
     }
 
     /// The `messageId` prefix of this run.
@@ -164,8 +131,22 @@ impl Generator {
         &self.id_prefix
     }
 
-    /// One `track` message; its `messageId` ends in [`ID_DIGITS`] `#`s.
+    /// One message (a `track` call of the shop's plan unless another [`Mix`] was chosen); its
+    /// `messageId` ends in [`ID_DIGITS`] `#`s.
     pub fn message(&mut self) -> Value {
+        if self.mix != Mix::Shop {
+            let ts = self.now_ms - self.rng.below(60_000) as i64;
+            let timestamp = DateTime::<Utc>::from_timestamp_millis(ts)
+                .unwrap_or_default()
+                .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+                .to_string();
+            let anonymous = self.rng.hex(16);
+            let id = format!("{}{}", self.id_prefix, "#".repeat(ID_DIGITS));
+            let made = mixes::message(self.mix, &mut self.rng, &id, &timestamp, &anonymous);
+            if let Some(m) = made {
+                return m;
+            }
+        }
         let r = &mut self.rng;
         let mut roll = r.below(100);
         let event = EVENTS

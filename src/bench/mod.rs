@@ -13,7 +13,9 @@
 pub mod client;
 pub mod generator;
 pub mod hist;
+pub mod mixes;
 pub mod report;
+pub mod rng;
 pub mod schedule;
 pub mod worker;
 
@@ -83,6 +85,8 @@ pub struct Plan {
     /// Events token.
     pub token: String,
     pub mode: Mode,
+    /// Which events.
+    pub mix: mixes::Mix,
     /// Events per request in the batch modes.
     pub batch_size: usize,
     /// Send bodies with `Content-Encoding: gzip` (compressed per request, on the client's CPU).
@@ -154,7 +158,8 @@ pub async fn run(plan: &Plan) -> Result<Summary, BenchError> {
     let head = RequestHead::new(&target, plan.mode, &plan.token, plan.auth, plan.gzip)?;
     let run_id = run_id();
     let per_body = plan.events_per_request();
-    let mut generator = Generator::new(&run_id, seed(&run_id), chrono::Utc::now());
+    let mut generator =
+        Generator::new(&run_id, seed(&run_id), chrono::Utc::now()).with_mix(plan.mix);
     let bodies = 1024usize.div_ceil(per_body).max(8);
     let pool: Vec<Template> = (0..bodies)
         .map(|_| generator.template(plan.mode, per_body))
@@ -289,6 +294,7 @@ mod tests {
             url: "http://127.0.0.1:1".into(),
             token: "t".into(),
             mode: Mode::Single,
+            mix: mixes::Mix::Shop,
             batch_size: 500,
             gzip: false,
             connections: 1,
@@ -326,6 +332,7 @@ mod tests {
             url: "http://127.0.0.1:1".into(),
             token: "t".into(),
             mode: Mode::Single,
+            mix: mixes::Mix::Shop,
             batch_size: 1,
             gzip: false,
             connections: 1,

@@ -202,7 +202,8 @@ impl Catalog {
             return Ok(0);
         }
         self.with(|c| {
-            let tx = c.transaction()?;
+            // Each update only raises one row's time: no need to hold every team's writes back.
+            let tx = c.shared_write_transaction()?;
             for (id, at) in &due {
                 tx.execute(
                     "UPDATE secrets SET last_used_at = CASE WHEN COALESCE(last_used_at, 0) > ?1 THEN last_used_at ELSE ?1 END

@@ -97,7 +97,7 @@ impl Catalog {
         new: &NewDataFile,
     ) -> Result<bool> {
         self.with(|c| {
-            let tx = c.write_transaction()?;
+            let tx = c.team_write_transaction(team.as_str())?;
             let now = now_ms();
             for f in old {
                 let live: Option<i64> = tx

@@ -250,7 +250,17 @@ CREATE TABLE signin_attempts (
     locked_until INTEGER
 );
 "#,
-    // 11: SQL elements (SPEC §3.4). `elements` is rebuilt so `kind` may be 'sql'; such an
+    // 11: shown-once messages of the settings pages, shared by every node, sealed under a
+    // key derived from the session's cookie (src/catalog/flash.rs).
+    r#"
+CREATE TABLE flash_messages (
+    session_id TEXT PRIMARY KEY,
+    sealed     BLOB NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX flash_messages_by_expiry ON flash_messages (expires_at);
+"#,
+    // 12: SQL elements (SPEC §3.4). `elements` is rebuilt so `kind` may be 'sql'; such an
     // element keeps its query in `query` and the output schema found when it was created in
     // `query_schema` (JSON `[{name, type}]`), and has an empty `source`.
     r#"

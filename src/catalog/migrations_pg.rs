@@ -213,7 +213,17 @@ CREATE TABLE signin_attempts (
     locked_until BIGINT
 );
 "#,
-    // 6 (SQLite's 11): SQL elements (SPEC §3.4): `kind` may be 'sql'; the query and the output
+    // 6 (SQLite's 11): shown-once messages of the settings pages, shared by every node, sealed under a
+    // key derived from the session's cookie (src/catalog/flash.rs).
+    r#"
+CREATE TABLE flash_messages (
+    session_id TEXT PRIMARY KEY,
+    sealed     BYTEA NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE INDEX flash_messages_by_expiry ON flash_messages (expires_at);
+"#,
+    // 7 (SQLite's 12): SQL elements (SPEC §3.4): `kind` may be 'sql'; the query and the output
     // schema found when it was created.
     r#"
 ALTER TABLE elements DROP CONSTRAINT IF EXISTS elements_kind_check;

@@ -9,6 +9,7 @@ mod audit;
 mod auth;
 mod compaction;
 pub mod db;
+mod flash;
 mod leases;
 mod links;
 mod migrations;
@@ -247,10 +248,19 @@ impl Catalog {
         })
     }
 
-    /// Runs `f` on one of the pooled connections.
+    /// Runs `f` on one of the pooled connections: the first free one from a rotating start, so a
+    /// call waiting in the database (one team's commit behind another of the same team) holds
+    /// up only callers that find every connection busy.
     fn with<T>(&self, f: impl FnOnce(&mut Conn) -> Result<T>) -> Result<T> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.conns.len();
-        let mut conn = self.conns[i].lock().unwrap_or_else(|p| p.into_inner());
+        let n = self.conns.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let free = (0..n).find_map(|k| match self.conns[(start + k) % n].try_lock() {
+            Ok(conn) => Some(conn),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        });
+        let mut conn =
+            free.unwrap_or_else(|| self.conns[start].lock().unwrap_or_else(|p| p.into_inner()));
         f(&mut conn)
     }
 

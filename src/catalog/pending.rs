@@ -18,10 +18,11 @@ impl Catalog {
         &self.owner
     }
 
-    /// Reserves `paths` for this writer (before their objects are put).
+    /// Reserves `paths` for this writer (before their objects are put). Runs beside every
+    /// write but the collector's: each path is new and its own writer's.
     pub fn reserve_objects(&self, paths: &[String]) -> Result<()> {
         self.with(|c| {
-            let tx = c.write_transaction()?;
+            let tx = c.shared_write_transaction()?;
             let now = now_ms();
             for p in paths {
                 tx.execute(
@@ -38,7 +39,7 @@ impl Catalog {
     /// Drops reservations of objects this writer abandoned (and deleted).
     pub fn release_objects(&self, paths: &[String]) -> Result<()> {
         self.with(|c| {
-            let tx = c.transaction()?;
+            let tx = c.shared_write_transaction()?;
             for p in paths {
                 tx.execute(
                     "DELETE FROM pending_objects WHERE path = ?1 AND owner = ?2",
@@ -63,9 +64,15 @@ impl Catalog {
     /// For the orphan collector, in one transaction: drops the reservations of other writers
     /// silent since `stale_before_ms` (their commits will now fail), then returns every path
     /// that must be kept — committed (live or retired) or still reserved.
+    ///
+    /// Commits run beside it (PostgreSQL): a commit consuming a reservation and this sweep
+    /// dropping it meet on that row, so exactly one of them deletes it — the sweep waits for a
+    /// commit in flight and then finds the row gone, or the commit finds it gone and fails — and
+    /// the paths are read in one statement, one snapshot, where a committing object is in
+    /// `pending_objects` before its commit and in `data_files` after it.
     pub fn paths_to_keep(&self, stale_before_ms: i64) -> Result<HashSet<String>> {
         self.with(|c| {
-            let tx = c.write_transaction()?;
+            let tx = c.shared_write_transaction()?;
             let dropped = tx.execute(
                 "DELETE FROM pending_objects WHERE owner != ?1 AND heartbeat_at < ?2",
                 params![self.owner, stale_before_ms],

@@ -49,6 +49,28 @@ pub fn csrf_token(session_secret: &str) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
 }
 
+/// The key a session's shown-once messages are sealed under in the catalog
+/// ([`flash_key`]). Like the CSRF token it is derived from the cookie secret and never stored, so
+/// only a request carrying the cookie can open them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FlashKey(pub [u8; 32]);
+
+impl std::fmt::Debug for FlashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FlashKey(<redacted>)")
+    }
+}
+
+/// The flash key of a session: SHA-256 of a domain-separated copy of its cookie secret (256
+/// random bits, so a hash is as good a key derivation as HKDF), apart from its CSRF token.
+pub fn flash_key(session_secret: &str) -> FlashKey {
+    let digest = Sha256::new()
+        .chain_update(b"stowage flash v1\0")
+        .chain_update(session_secret.as_bytes())
+        .finalize();
+    FlashKey(digest.into())
+}
+
 /// The part of a secret shown in listings: its type prefix and four characters.
 pub fn display_prefix(secret: &str) -> String {
     let cut = secret
@@ -76,5 +98,10 @@ mod tests {
         assert_eq!(csrf, csrf_token(&a), "derived, so stable for a session");
         assert_ne!(csrf, csrf_token(&b));
         assert_ne!(csrf.as_bytes(), &hash(&a)[..], "not the stored hash");
+        let key = flash_key(&a);
+        assert_eq!(key, flash_key(&a));
+        assert_ne!(key, flash_key(&b));
+        assert_ne!(&key.0[..], &hash(&a)[..], "not the stored hash");
+        assert_eq!(format!("{key:?}"), "FlashKey(<redacted>)");
     }
 }

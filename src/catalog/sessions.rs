@@ -31,6 +31,8 @@ pub struct Session {
     pub team: Team,
     /// The session's CSRF token, derived from the cookie secret.
     pub csrf: String,
+    /// What its shown-once messages are sealed under, derived from the cookie secret.
+    pub flash_key: secrets::FlashKey,
 }
 
 /// A personal access token as listed (never the secret).
@@ -149,6 +151,7 @@ impl Catalog {
                 user,
                 team,
                 csrf,
+                flash_key: secrets::flash_key(&secret),
             },
             secret,
         )))
@@ -181,6 +184,7 @@ impl Catalog {
                             Session {
                                 id: r.get(0)?,
                                 csrf: secrets::csrf_token(secret),
+                                flash_key: secrets::flash_key(secret),
                                 user: user_row(r, 2)?,
                                 team: team_of(r, 8)?,
                             },

@@ -54,10 +54,11 @@ pub struct TableSnapshot {
     pub as_of: SnapshotId,
 }
 
-/// Which files a snapshot saw: those with id ≤ `max_file_id` not yet retired at `at_ms`.
+/// Which files of one table a snapshot saw: those with id ≤ `max_file_id` not yet retired at
+/// `at_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SnapshotId {
-    /// Highest file id committed at the time.
+    /// Highest id of the table's files committed at the time.
     pub max_file_id: i64,
     /// Time of the snapshot, ms since the epoch.
     pub at_ms: i64,
@@ -87,10 +88,11 @@ impl Catalog {
     /// are created, schemas widened, files recorded, watermark raised (never lowered). Either all
     /// of it becomes visible or none. Every file must be reserved by this writer
     /// ([`Catalog::reserve_objects`]); if one is not, nothing is committed and the error is
-    /// [`super::CatalogError::Reclaimed`].
+    /// [`super::CatalogError::Reclaimed`]. Commits of other teams run beside it (PostgreSQL);
+    /// the team's own commits take turns, so its file ids grow in commit order.
     pub fn commit_files(&self, team: &TeamId, files: &[NewDataFile], watermark: u64) -> Result<()> {
         self.with(|c| {
-            let tx = c.write_transaction()?;
+            let tx = c.team_write_transaction(team.as_str())?;
             let now = now_ms();
             super::watermarks::raise_tx(&tx, self.wal_key(), team, watermark)?;
             for f in files {
@@ -151,8 +153,15 @@ impl Catalog {
             let schema = read_schema(&tx, team, table)?;
             let as_of = match as_of {
                 Some(a) => a,
+                // The table's own highest id, not the catalog's: another team's commit may hold
+                // a lower id still in flight (ids are drawn before commit), while this table's
+                // next commit waits for the team's lock and so draws a higher one.
                 None => SnapshotId {
-                    max_file_id: tx.query_row("SELECT COALESCE(MAX(id), 0) FROM data_files", params![], |r| r.get(0))?,
+                    max_file_id: tx.query_row(
+                        "SELECT COALESCE(MAX(id), 0) FROM data_files WHERE team_id = ?1 AND table_name = ?2",
+                        [team.as_str(), table],
+                        |r| r.get(0),
+                    )?,
                     at_ms: now_ms(),
                 },
             };

@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use crate::bench::generator::Generator;
+use crate::bench::mixes::Mix;
 use crate::bench::{self, Auth, Mode, Plan, Stop};
 
 /// `bench` subcommands.
@@ -35,6 +36,9 @@ pub struct IngestArgs {
     /// ndjson: POST /v1/batch as application/x-ndjson.
     #[arg(long, value_enum, default_value = "single")]
     pub mode: Mode,
+    /// Which events: the shop's tracking plan, or another mix (benches/compare_batch.sh).
+    #[arg(long, value_enum, default_value = "shop")]
+    pub mix: Mix,
     /// Events per request in the batch and ndjson modes.
     #[arg(long, default_value_t = 500)]
     pub batch_size: usize,
@@ -81,6 +85,9 @@ pub struct GenArgs {
     /// Output file (default: stdout).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
+    /// Which events (as `bench ingest --mix`).
+    #[arg(long, value_enum, default_value = "shop")]
+    pub mix: Mix,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -107,6 +114,7 @@ fn ingest(args: IngestArgs, json: bool) -> ExitCode {
         url: args.url,
         token: args.token,
         mode: args.mode,
+        mix: args.mix,
         batch_size: args.batch_size,
         gzip: args.gzip,
         connections: args.connections,
@@ -164,7 +172,8 @@ fn generate(args: &GenArgs) -> Result<(), String> {
     };
     let mut out = BufWriter::with_capacity(1 << 20, out);
     let run_id = bench::run_id();
-    let mut generator = Generator::new(&run_id, bench::seed(&run_id), chrono::Utc::now());
+    let mut generator =
+        Generator::new(&run_id, bench::seed(&run_id), chrono::Utc::now()).with_mix(args.mix);
     let write_err = |e: std::io::Error| format!("cannot write the output: {e}");
     for i in 0..args.events {
         let line = generator.template(Mode::Ndjson, 1).fill(i);

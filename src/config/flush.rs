@@ -17,6 +17,11 @@ pub struct FlushConfig {
     pub max_rows: usize,
     /// Flush a team when its buffers hold this many bytes.
     pub max_bytes: ByteSize,
+    /// A team whose buffer is under `idle_bytes` when `interval` comes waits up to this long
+    /// after its oldest row (fewer, larger files; `crate::ingest::cadence`). "0s": off.
+    pub idle_interval: HumanDuration,
+    /// See `idle_interval`: a buffer this big flushes at `interval`.
+    pub idle_bytes: ByteSize,
     /// First delay before retrying a failed flush; doubles up to 30 s.
     pub retry_backoff: HumanDuration,
     /// Objects in the warehouse that no committed file names (a crash between put and commit)
@@ -29,7 +34,9 @@ impl Default for FlushConfig {
         Self {
             interval: HumanDuration(Duration::from_secs(10)),
             max_rows: 100_000,
-            max_bytes: ByteSize(64 << 20),
+            max_bytes: ByteSize(32 << 20),
+            idle_interval: HumanDuration(Duration::ZERO),
+            idle_bytes: ByteSize(256 << 10),
             retry_backoff: HumanDuration(Duration::from_millis(100)),
             orphan_grace: HumanDuration(Duration::from_secs(3600)),
         }

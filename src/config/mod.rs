@@ -431,6 +431,7 @@ pub(crate) mod tests {
         assert_eq!(c.wal.sync_interval, d.wal.sync_interval);
         assert_eq!(c.wal.segment_size, d.wal.segment_size);
         assert_eq!(c.wal.batch_bytes, d.wal.batch_bytes);
+        assert_eq!(c.wal.group_wait, d.wal.group_wait);
         assert_eq!(c.wal.recovery, d.wal.recovery);
         assert_eq!(c.dedup.window, d.dedup.window);
         assert_eq!(c.dedup.capacity, d.dedup.capacity);

@@ -54,10 +54,10 @@ async fn accept(
     )
     .await?;
     // Built by hand so `success` comes first, as SPEC §2.1 shows it.
-    let body = format!(
-        r#"{{"success":true,"id":{}}}"#,
-        serde_json::Value::String(id)
-    );
+    let mut body = Vec::with_capacity(id.len() + 32);
+    body.extend_from_slice(br#"{"success":true,"id":"#);
+    serde_json::to_writer(&mut body, &id).expect("a string serialises");
+    body.push(b'}');
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         body,
@@ -141,10 +141,13 @@ async fn submit(
 ) -> Result<(), ApiError> {
     let retry = state.config.ingest.retry_after.0;
     let result = ingest.submit(team, rows, body, received_at, wait).await;
-    if matches!(result, Ok(Accepted::Duplicate)) {
-        metrics::counter!("stowage_events_accepted_total", "kind" => "duplicate").increment(1);
-    } else if result.is_ok() {
-        metrics::counter!("stowage_events_accepted_total", "kind" => "stored").increment(1);
+    let kind = match result {
+        Ok(Accepted::Duplicate) => Some("duplicate"),
+        Ok(Accepted::Stored) => Some("stored"),
+        Err(_) => None,
+    };
+    if let Some(kind) = kind {
+        super::metrics::count("stowage_events_accepted_total", "kind", kind, 1);
     }
     result.map(|_| ()).map_err(|e| ingest_error(team, e, retry))
 }

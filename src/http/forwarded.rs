@@ -8,13 +8,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderMap;
-use axum::middleware::Next;
-use axum::response::Response;
 
 use super::edge::ClientAddr;
-use super::state::{AppState, Net};
+use super::state::Net;
 
 /// Parses `server.trusted_proxies`: comma-separated addresses and networks.
 pub fn parse_list(text: &str) -> Result<Vec<Net>, String> {
@@ -49,13 +47,8 @@ pub fn resolve(trusted: &[Net], peer: IpAddr, headers: &HeaderMap) -> IpAddr {
     peer
 }
 
-/// Middleware: replaces the request's [`ClientAddr`] as described in the module doc.
-pub async fn client_address(
-    State(state): State<AppState>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let trusted = &state.trusted_proxies;
+/// Replaces the request's [`ClientAddr`] as described in the module doc.
+pub fn replace_client(trusted: &[Net], req: &mut Request) {
     if !trusted.is_empty()
         && let Some(ClientAddr(peer)) = req.extensions().get::<ClientAddr>().copied()
     {
@@ -65,7 +58,6 @@ pub async fn client_address(
                 .insert(ClientAddr(SocketAddr::new(ip, 0)));
         }
     }
-    next.run(req).await
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::Response;
 use serde_json::{Value, json};
 
 use super::AppState;
@@ -18,8 +17,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
 }
 
 /// Adds `X-Content-Type-Options: nosniff`, and `X-Stowage-Node` when configured.
-pub async fn response_headers(State(state): State<AppState>, mut resp: Response) -> Response {
-    let headers = resp.headers_mut();
+pub fn add_headers(state: &AppState, headers: &mut axum::http::HeaderMap) {
     headers.insert(
         axum::http::header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -30,7 +28,6 @@ pub async fn response_headers(State(state): State<AppState>, mut resp: Response)
     {
         headers.insert("x-stowage-node", v);
     }
-    resp
 }
 
 /// 200 when the catalog answers, else 503.

@@ -6,9 +6,8 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -66,9 +65,9 @@ pub async fn render(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-/// Counts requests by route and status.
-pub async fn track(req: Request, next: Next) -> Response {
-    let route: &'static str = match req.uri().path() {
+/// The route label of a path.
+pub fn route_of(path: &str) -> &'static str {
+    match path {
         "/v1/event" => "/v1/event",
         "/v1/import" => "/v1/import",
         "/data/table" => "/data/table",
@@ -80,11 +79,44 @@ pub async fn track(req: Request, next: Next) -> Response {
         p if p.starts_with("/settings/") || p.starts_with("/invite/") => "pages",
         p if p.starts_with("/static/") => "static",
         _ => "other",
-    };
-    let resp = next.run(req).await;
-    metrics::counter!("stowage_http_requests_total", "route" => route, "status" => resp.status().as_u16().to_string())
-        .increment(1);
-    resp
+    }
+}
+
+thread_local! {
+    /// Each thread's handles of `stowage_http_requests_total`, by route and status: a request
+    /// increments an atomic instead of hashing its labels into the registry.
+    static REQUESTS: std::cell::RefCell<foldhash::HashMap<(&'static str, u16), metrics::Counter>> =
+        Default::default();
+}
+
+thread_local! {
+    /// Each thread's handles of counters with one static label.
+    static LABELLED: std::cell::RefCell<foldhash::HashMap<(&'static str, &'static str), metrics::Counter>> =
+        Default::default();
+}
+
+/// Adds `n` to counter `name` with one label `key = value`, through a per-thread handle.
+pub fn count(name: &'static str, key: &'static str, value: &'static str, n: u64) {
+    LABELLED.with_borrow_mut(|cache| {
+        cache
+            .entry((name, value))
+            .or_insert_with(|| metrics::counter!(name, key => value))
+            .increment(n)
+    });
+}
+
+/// Counts a request by route and status.
+pub fn count_request(route: &'static str, status: axum::http::StatusCode) {
+    let code = status.as_u16();
+    REQUESTS.with_borrow_mut(|cache| {
+        cache
+            .entry((route, code))
+            .or_insert_with(|| {
+                let status = status.as_str().to_string();
+                metrics::counter!("stowage_http_requests_total", "route" => route, "status" => status)
+            })
+            .increment(1)
+    });
 }
 
 #[cfg(test)]

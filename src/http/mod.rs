@@ -1,11 +1,12 @@
 //! The HTTP edge: the accept loop with its timeouts and connection cap ([`edge`]), the router
-//! ([`router`]) with its request ids ([`request_id`]) and the state every handler shares
+//! ([`router`]) with what surrounds every request ([`around`]: request ids, [`request_id`]) and the state every handler shares
 //! ([`state`]), one file per endpoint group, the management API ([`api`]) and the settings pages
 //! ([`pages`]), and body reading with limits ([`body`]). Handlers are thin: extract, validate,
 //! call one service, map the result; the layers' errors become the client's in [`error`], the
 //! only place an [`error::ApiError`] is made from them.
 
 pub mod api;
+pub mod around;
 pub mod body;
 pub mod edge;
 pub mod error;

@@ -6,7 +6,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use super::state::AppState;
-use super::{api, events, health, import, metrics, pages, request_id, segment, tables};
+use super::{api, events, health, import, pages, segment, tables};
 use crate::http::error::ApiError;
 
 /// The service's routes.
@@ -45,15 +45,9 @@ pub fn router(state: AppState) -> Router {
                 "no such endpoint",
             )
         })
-        .layer(axum::middleware::from_fn(metrics::track))
-        .layer(axum::middleware::from_fn(request_id::request_id))
-        .layer(axum::middleware::map_response_with_state(
-            state.clone(),
-            health::response_headers,
-        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            super::forwarded::client_address,
+            super::around::around,
         ))
         .with_state(state)
 }

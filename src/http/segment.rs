@@ -182,10 +182,11 @@ async fn accept(
                 .iter()
                 .filter(|o| **o == crate::ingest::Accepted::Duplicate)
                 .count() as u64;
-            metrics::counter!("stowage_events_accepted_total", "kind" => "stored")
-                .increment(n - dups);
-            metrics::counter!("stowage_events_accepted_total", "kind" => "duplicate")
-                .increment(dups);
+            let accepted = "stowage_events_accepted_total";
+            super::metrics::count(accepted, "kind", "stored", n - dups);
+            if dups > 0 {
+                super::metrics::count(accepted, "kind", "duplicate", dups);
+            }
         }
         Err(e) => {
             let err = ingest_error(&team, e.error, retry);

@@ -1,4 +1,4 @@
-//! [`AppState`], what every handler shares — one clone-able struct of `Arc`s — and [`Net`], a
+//! [`AppState`], what every handler shares — one `Arc` of [`Shared`] parts — and [`Net`], a
 //! trusted proxy network of `server.trusted_proxies` it carries. The handlers, the router and the
 //! middlewares all import it; it imports none of them.
 
@@ -14,9 +14,28 @@ use crate::config::Config;
 use crate::ingest::Ingest;
 use crate::sql::SqlEngine;
 
-/// Everything handlers share: one clone-able struct of `Arc`s.
+/// Everything handlers share, behind one `Arc`: extracting it per request costs one reference
+/// count, not one per field.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    /// Wraps the shared parts.
+    pub fn new(shared: Shared) -> AppState {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// What [`AppState`] holds.
+pub struct Shared {
     /// Effective configuration.
     pub config: Arc<Config>,
     /// Teams, secrets, elements, tables, files.

@@ -25,6 +25,8 @@ pub struct TeamCtx {
     pub admission: Arc<Admission>,
     /// Watermarks, oldest uncommitted records, flush locks.
     pub progress: Arc<Progress>,
+    /// How long quiet teams' flushes may wait ([`super::cadence`]).
+    pub cadence: super::cadence::Cadence,
     /// Stop after this long idle.
     pub idle_timeout: Duration,
     /// Where to rebuild a buffer from after a crash.

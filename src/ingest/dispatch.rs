@@ -43,7 +43,7 @@ const WAL_GC_EVERY: Duration = Duration::from_millis(500);
 pub(super) struct Dispatcher {
     pub ctx: Arc<TeamCtx>,
     pub wal: Arc<Wal<Payload>>,
-    pub data: mpsc::UnboundedReceiver<Written<Payload>>,
+    pub data: mpsc::UnboundedReceiver<Vec<Written<Payload>>>,
     pub control: mpsc::UnboundedReceiver<Control>,
     pub supervisor: ActorRef<SupervisorMsg>,
     pub actors: HashMap<TeamId, ActorRef<TeamMsg>>,
@@ -103,17 +103,35 @@ impl Dispatcher {
         self.gc_task = Some(tokio::task::spawn_blocking(move || wal.release_below(min)));
     }
 
-    /// Dispatches `first` and whatever else is already queued (up to [`DRAIN_MAX`]), one
-    /// actor message per team for the lot, in log order.
-    async fn dispatch(&mut self, first: Written<Payload>) {
+    /// Dispatches `first` (a commit group) and whatever else is already queued (up to
+    /// [`DRAIN_MAX`] entries), one actor message per team for the lot, in log order.
+    async fn dispatch(&mut self, first: Vec<Written<Payload>>) {
         let mut pending: Vec<(TeamId, Vec<Logged>)> = Vec::new();
         let mut next = Some(first);
         let mut taken = 0;
-        while let Some(w) = next.take() {
+        while let Some(group) = next.take() {
+            taken += group.len();
+            for w in group {
+                self.dispatch_one(w, &mut pending).await;
+            }
+            if taken < DRAIN_MAX {
+                next = self.data.try_recv().ok();
+            }
+        }
+        self.send(pending).await;
+    }
+
+    /// Adds one written entry to `pending` (a barrier first sends what is pending).
+    async fn dispatch_one(
+        &mut self,
+        w: Written<Payload>,
+        pending: &mut Vec<(TeamId, Vec<Logged>)>,
+    ) {
+        {
             match w.payload {
                 Payload::FlushBarrier(reply) => {
                     // Everything before the barrier reaches its actor first.
-                    self.send(std::mem::take(&mut pending)).await;
+                    self.send(std::mem::take(pending)).await;
                     self.control(Control::FlushAll(reply)).await;
                 }
                 Payload::Event { rows, bytes } => {
@@ -145,12 +163,7 @@ impl Dispatcher {
                     }
                 }
             }
-            taken += 1;
-            if taken < DRAIN_MAX {
-                next = self.data.try_recv().ok();
-            }
         }
-        self.send(pending).await;
     }
 
     /// Hands each team its events (starting its actor if needed).

@@ -8,6 +8,7 @@
 //! other in a loop. [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
+pub mod cadence;
 pub mod control;
 pub mod ctx;
 pub mod dedup;
@@ -128,12 +129,13 @@ impl Ingest {
         let watermarks = tokio::task::spawn_blocking(move || c.watermarks()).await??;
         let floor = watermarks.values().copied().max().unwrap_or(0);
 
-        let (data_tx, data_rx) = mpsc::unbounded_channel::<Written<Payload>>();
+        let (data_tx, data_rx) = mpsc::unbounded_channel::<Vec<Written<Payload>>>();
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let opts = WalOptions {
             dir: dir.clone(),
             sync_interval: config.wal.sync_interval.0,
             batch_bytes: config.wal.batch_bytes.0 as usize,
+            group_wait: config.wal.group_wait.0,
             segment_size: config.wal.segment_size.0,
         };
         let archive = wal::IdArchive::new(&dir, config.dedup.window.0, config.dedup.capacity);
@@ -174,6 +176,10 @@ impl Ingest {
             tuning: tuning.clone(),
             admission,
             progress: Arc::new(Progress::default()),
+            cadence: cadence::Cadence {
+                idle_interval: config.flush.idle_interval.0,
+                idle_bytes: config.flush.idle_bytes.0,
+            },
             idle_timeout: config.ingest.idle_timeout.0,
             wal_dir: dir,
             control: control_tx.clone(),
@@ -221,7 +227,7 @@ impl Ingest {
         &self,
         recovered: Recovered,
         watermarks: HashMap<TeamId, u64>,
-        data: mpsc::UnboundedSender<Written<Payload>>,
+        data: mpsc::UnboundedSender<Vec<Written<Payload>>>,
     ) {
         let mut replayed = 0usize;
         let min_seq = recovered.records.first().map(|r| r.seq);
@@ -247,11 +253,11 @@ impl Ingest {
                 rows: Arc::new(rows),
                 bytes,
             };
-            let _ = data.send(Written {
+            let _ = data.send(vec![Written {
                 seq: record.seq,
                 team: record.team,
                 payload,
-            });
+            }]);
             replayed += 1;
         }
         drop(data);
@@ -299,7 +305,7 @@ impl Ingest {
                 body: Bytes::new(),
                 payload: Payload::FlushBarrier(tx),
             },
-            None,
+            false,
         );
         if let Err(e) = self.wal.append(marker) {
             tracing::debug!(error = %e, "WAL closed; flushing directly");

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use super::admission::Refusal;
 use super::dedup::{Claim, Outcome, Ticket};
@@ -18,7 +17,7 @@ use super::team::AppendError;
 use super::{Accepted, Ingest, IngestError, Wait};
 use crate::config::AckMode;
 use crate::model::TeamId;
-use crate::wal::{self, Append, Entry, WalError};
+use crate::wal::{self, Append, Entry, Receipt, WalError};
 
 /// One event of a submission.
 pub struct Item {
@@ -140,7 +139,17 @@ impl Ingest {
         outcome: &mut [Accepted],
         received_at: i64,
     ) -> (Vec<(usize, Item, Option<Ticket>)>, Vec<Waiting>) {
-        let mut seen_here = HashSet::new();
+        // Repeats of an id within the request (only one with several events can have them),
+        // found borrowing the ids, before the items move.
+        let mut repeat = vec![false; items.len()];
+        if items.len() > 1 {
+            let mut seen_here: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+            for (i, slot) in items.iter().enumerate() {
+                if let Some(item) = slot.as_ref().filter(|it| it.rows.client_id) {
+                    repeat[i] = !seen_here.insert(item.rows.id.as_str());
+                }
+            }
+        }
         let mut fresh: Vec<(usize, Item, Option<Ticket>)> = Vec::with_capacity(items.len());
         let mut waiting = Vec::new();
         for (i, slot) in items.iter_mut().enumerate() {
@@ -149,7 +158,7 @@ impl Ingest {
                 fresh.push((i, item, None));
                 continue;
             }
-            if !seen_here.insert(item.rows.id.clone()) {
+            if repeat[i] {
                 outcome[i] = Accepted::Duplicate;
                 continue;
             }
@@ -215,7 +224,7 @@ impl Ingest {
         items: Vec<(usize, Item)>,
         received_at: i64,
         wait: Wait,
-    ) -> Result<(u64, Option<oneshot::Receiver<Result<u64, WalError>>>), BatchError> {
+    ) -> Result<(u64, Option<Receipt>), BatchError> {
         // The budget first: a batch refused for want of room (429/503) must leave no trace
         // in the table and column limits.
         let sizes: Vec<u64> = items.iter().map(|(_, it)| it.rows.approx_bytes()).collect();
@@ -241,14 +250,8 @@ impl Ingest {
         }
         // Buffered acks only while the log can be written: once a write failed, every event
         // waits for its own write, so nothing is acknowledged that the log could not hold.
-        let need_seq =
+        let waited =
             self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
-        let (ack_tx, ack_rx) = if need_seq {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
         let entries = items
             .into_iter()
             .zip(sizes)
@@ -269,14 +272,13 @@ impl Ingest {
                 },
             })
             .collect();
-        if let Err(e) = self.wal.append(Append {
-            entries,
-            ack: ack_tx,
-        }) {
-            self.ctx.admission.release(team, total);
-            return Err(IngestError::from(e).into());
+        match self.wal.append(Append { entries, waited }) {
+            Ok(receipt) => Ok((total, receipt)),
+            Err(e) => {
+                self.ctx.admission.release(team, total);
+                Err(IngestError::from(e).into())
+            }
         }
-        Ok((total, ack_rx))
     }
 }
 
@@ -292,14 +294,14 @@ struct Inflight {
     tickets: Vec<Ticket>,
     total: u64,
     wait: Wait,
-    ack: Option<oneshot::Receiver<Result<u64, WalError>>>,
+    ack: Option<Receipt>,
 }
 
 impl Inflight {
     async fn finish(mut self) -> Result<(), BatchError> {
         // Awaited in place: if this future is dropped meanwhile, `Drop` still has the receiver.
-        let ack = match self.ack.as_mut() {
-            Some(rx) => rx.await,
+        let ack = match self.ack.as_ref() {
+            Some(receipt) => receipt.group.wait().await.map(|_| receipt.last_seq),
             None => return Ok(()),
         };
         self.ack = None;
@@ -324,7 +326,8 @@ impl Drop for Inflight {
         // Outside a runtime (the process is going away) there is nothing left to settle for.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let _ = ingest.settle(&team, ack.await, total, tickets);
+                let outcome = ack.group.wait().await.map(|_| ack.last_seq);
+                let _ = ingest.settle(&team, outcome, total, tickets);
             });
         }
     }
@@ -335,15 +338,11 @@ impl Ingest {
     fn settle(
         &self,
         team: &TeamId,
-        ack: Result<Result<u64, WalError>, oneshot::error::RecvError>,
+        ack: Result<u64, WalError>,
         total: u64,
         tickets: Vec<Ticket>,
     ) -> Result<u64, BatchError> {
-        let result = match ack {
-            Ok(Ok(seq)) => Ok(seq),
-            Ok(Err(e)) => Err(IngestError::from(e)),
-            Err(_) => Err(IngestError::from(WalError::Closed)),
-        };
+        let result = ack.map_err(IngestError::from);
         if result.is_err() {
             self.ctx.admission.release(team, total);
         }

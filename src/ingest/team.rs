@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
+use super::cadence::{self, AtDeadline};
 use super::control::Control;
 use super::ctx::TeamCtx;
 use super::event::EventRows;
@@ -224,11 +225,20 @@ impl Actor for TeamActor {
             }
             TeamMsg::Flush(reply) => state.request_flush(&myself, reply),
             TeamMsg::Retune => state.retune(&myself),
-            TeamMsg::Timer(generation) => {
-                if generation == state.timer_gen {
-                    state.start_flush(&myself);
+            TeamMsg::Timer(generation) if generation == state.timer_gen => {
+                // A quiet team's small buffer may wait for company (`cadence`).
+                let age = state
+                    .buffer_first_at
+                    .map_or(Duration::ZERO, |t| t.elapsed());
+                let (cadence, interval) = (state.ctx.cadence, state.tuning.flush_interval);
+                match cadence::at_deadline(cadence, interval, state.buffered_bytes, age) {
+                    AtDeadline::Flush => state.start_flush(&myself),
+                    AtDeadline::WaitFor(left) => {
+                        myself.send_after(left, move || TeamMsg::Timer(generation));
+                    }
                 }
             }
+            TeamMsg::Timer(_) => {}
             TeamMsg::FlushDone(number, watermark) => {
                 state.completed = number;
                 state.inflight_first_seq = None;

@@ -8,6 +8,8 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use crate::model::flatten::Key;
+
 /// An event's top-level fields, values as sent, in body order; a key sent twice means its last
 /// value (as JSON parsers commonly read it). Keys without escapes are borrowed from the body.
 #[derive(Debug, Default)]
@@ -22,28 +24,6 @@ impl<'a> Top<'a> {
 
 impl<'de> Deserialize<'de> for Top<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Key<'a>(Cow<'a, str>);
-        impl<'de> Deserialize<'de> for Key<'de> {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> Visitor<'de> for V {
-                    type Value = Key<'de>;
-                    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                        f.write_str("a key")
-                    }
-                    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Borrowed(v)))
-                    }
-                    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Owned(v.to_string())))
-                    }
-                    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                        Ok(Key(Cow::Owned(v)))
-                    }
-                }
-                d.deserialize_str(V)
-            }
-        }
         struct Fields;
         impl<'de> Visitor<'de> for Fields {
             type Value = Top<'de>;

@@ -8,6 +8,7 @@
 //! the input (`{"Q":null}`, `{"a":{"b":2}}`) — no value is dropped.
 
 use foldhash::{HashMap, HashMapExt};
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
@@ -23,9 +24,35 @@ pub const MAX_FLATTEN_DEPTH: usize = 3;
 pub const UNMAPPED: &str = "_unmapped";
 
 /// A JSON object's members with their values as sent: every member, duplicate keys included,
-/// sorted by the bytes of the key (stably, so duplicates keep their order).
+/// sorted by the bytes of the key (stably, so duplicates keep their order). Keys without escapes
+/// are borrowed from the text.
 #[derive(Debug, Default)]
-pub struct RawObject<'a>(pub Vec<(String, &'a RawValue)>);
+pub struct RawObject<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+/// An object key, borrowed from the JSON text when it has no escapes.
+pub struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
 
 impl<'de> Deserialize<'de> for RawObject<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -36,9 +63,9 @@ impl<'de> Deserialize<'de> for RawObject<'de> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::new();
-                while let Some(entry) = map.next_entry::<String, &'de RawValue>()? {
-                    out.push(entry);
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    out.push((k, v));
                 }
                 out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
                 Ok(RawObject(out))
@@ -67,7 +94,7 @@ struct Candidate<'a> {
     column: String,
     /// Index of the key path of the object it came from (in the `prefixes` of [`flatten`]).
     prefix: usize,
-    key: String,
+    key: Cow<'a, str>,
     value: Value,
     raw: &'a str,
 }
@@ -95,7 +122,7 @@ pub fn flatten<'a>(
     )?;
     let path_of = |c: &Candidate| {
         let mut p = prefixes[c.prefix].clone();
-        p.push(c.key.clone());
+        p.push(c.key.to_string());
         p
     };
     // Which candidate takes each column (slots in order of first appearance) and which lose.
@@ -159,13 +186,13 @@ fn collect<'a>(
             .field(field_of(key)));
         }
         let joined = if raw_prefix.is_empty() {
-            std::borrow::Cow::Borrowed(key.as_str())
+            Cow::Borrowed(key.as_ref())
         } else {
             let mut j = String::with_capacity(raw_prefix.len() + 1 + key.len());
             j.push_str(raw_prefix);
             j.push('_');
             j.push_str(key);
-            std::borrow::Cow::Owned(j)
+            Cow::Owned(j)
         };
         let text = raw.get();
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
@@ -176,7 +203,7 @@ fn collect<'a>(
             // An empty object has no keys to flatten: it is kept as `{}` under its own name.
             if !inner.0.is_empty() {
                 let mut path = prefixes[prefix].clone();
-                path.push(key.clone());
+                path.push(key.to_string());
                 prefixes.push(path);
                 let id = prefixes.len() - 1;
                 collect(
@@ -212,6 +239,10 @@ fn collect<'a>(
 pub fn typed(text: &str) -> Result<Value, Invalid> {
     let bad = |e: serde_json::Error| Invalid::new("invalid_json", e.to_string());
     Ok(match text.as_bytes().first() {
+        // Most strings have no escapes: their text is their value.
+        Some(b'"') if text.len() >= 2 && !text.as_bytes().contains(&b'\\') => {
+            Value::Str(text[1..text.len() - 1].to_string())
+        }
         Some(b'"') => Value::Str(serde_json::from_str(text).map_err(bad)?),
         Some(b't') => Value::Bool(true),
         Some(b'f') => Value::Bool(false),
@@ -219,6 +250,21 @@ pub fn typed(text: &str) -> Result<Value, Invalid> {
         Some(b'[' | b'{') => Value::Str(text.to_string()),
         // An integer literal; serde_json reads `-0` as the float -0.0.
         _ if text == "-0" => Value::Int(0),
+        // A short plain integer (at most 18 digits always fits an i64).
+        _ if text.len() <= 18
+            && text
+                .strip_prefix('-')
+                .unwrap_or(text)
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+            && text.bytes().last().is_some_and(|b| b.is_ascii_digit()) =>
+        {
+            Value::Int(
+                text.parse().map_err(|_| {
+                    Invalid::new("invalid_json", format!("{text:?} is not a number"))
+                })?,
+            )
+        }
         _ => {
             let n: serde_json::Number = serde_json::from_str(text).map_err(bad)?;
             match n.as_i64() {

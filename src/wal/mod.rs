@@ -1,28 +1,35 @@
 //! The write-ahead log: every accepted event is framed ([`record`]) into segment files
-//! ([`segment`]) by one group-commit writer ([`writer`]) before it is acknowledged. On start,
+//! ([`segment`], pre-allocated by [`spare`]) by one group-commit writer ([`writer`]), which
+//! takes the request tasks' appends in commit groups ([`group`]), before it is acknowledged. On start,
 //! [`recover`] reads the segments back (cutting a torn tail, refusing mid-file corruption);
 //! segments are deleted once every record in them is committed to Parquet, after their client
 //! ids are archived for the dedup window ([`ids`]).
 
+mod append;
+pub mod group;
 pub mod identity;
 pub mod ids;
 mod log_file;
 pub mod record;
 pub mod segment;
+mod spare;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::config::RecoveryPolicy;
+pub use append::{Append, Entry, WalError};
+use group::Queue;
+pub use group::{Group, Receipt};
 pub use ids::IdArchive;
 pub use record::Record;
 use segment::{End, SegmentMeta};
-pub use writer::{Append, Entry, WalError, WalOptions, WalStats, Written};
+pub use writer::{WalOptions, WalStats, Written};
 
 /// A recovery that cannot go on by itself.
 #[derive(Debug, thiserror::Error)]
@@ -140,12 +147,12 @@ pub fn recover(dir: &Path, policy: RecoveryPolicy) -> Result<Recovered, RecoverE
     Ok(out)
 }
 
-/// The running log: appends go to the writer thread; the consumer receives them in order.
+/// The running log: appends queue for the writer thread; the consumer receives them in order,
+/// a commit group per message.
 pub struct Wal<T> {
-    tx: Mutex<Option<std::sync::mpsc::Sender<Append<T>>>>,
+    queue: Arc<Queue<T>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     segments: Arc<Mutex<Vec<SegmentMeta>>>,
-    next_seq: Arc<AtomicU64>,
     /// Whether the last write succeeded.
     healthy: Arc<AtomicBool>,
     /// Where client ids of deleted segments go (none: they are forgotten with the segment).
@@ -162,7 +169,7 @@ impl<T: Send + 'static> Wal<T> {
         recovered: &Recovered,
         floor: u64,
         archive: Option<IdArchive>,
-        out: mpsc::UnboundedSender<Written<T>>,
+        out: mpsc::UnboundedSender<Vec<Written<T>>>,
     ) -> Wal<T> {
         let next = recovered.max_seq.max(floor) + 1;
         let stats = Arc::new(WalStats::default());
@@ -174,16 +181,14 @@ impl<T: Send + 'static> Wal<T> {
             .sum();
         stats.bytes_on_disk.store(on_disk, Ordering::Relaxed);
         let segments = Arc::new(Mutex::new(recovered.segments.clone()));
-        let next_seq = Arc::new(AtomicU64::new(next));
-        let (tx, rx) = std::sync::mpsc::channel();
+        let queue = Arc::new(Queue::new(next));
         let healthy = Arc::new(AtomicBool::new(true));
         let writer = writer::Writer {
             healthy: healthy.clone(),
             opts,
-            rx,
+            queue: queue.clone(),
             out,
             segments: segments.clone(),
-            next_seq: next_seq.clone(),
             stats: stats.clone(),
         };
         let thread = std::thread::Builder::new()
@@ -191,10 +196,9 @@ impl<T: Send + 'static> Wal<T> {
             .spawn(move || writer.run())
             .expect("spawn WAL thread");
         Wal {
-            tx: Mutex::new(Some(tx)),
+            queue,
             thread: Mutex::new(Some(thread)),
             segments,
-            next_seq,
             healthy,
             archive,
             stats,
@@ -207,16 +211,16 @@ impl<T: Send + 'static> Wal<T> {
         self.healthy.load(Ordering::Acquire)
     }
 
-    /// Queues an append; its `ack` (if any) is answered after fsync.
-    pub fn append(&self, append: Append<T>) -> Result<(), WalError> {
-        let guard = self.tx.lock().expect("wal sender lock");
-        let tx = guard.as_ref().ok_or(WalError::Closed)?;
-        tx.send(append).map_err(|_| WalError::Closed)
+    /// Queues an append, numbering its records. When it is `waited`, the receipt's group
+    /// completes once it is written and synced.
+    pub fn append(&self, append: Append<T>) -> Result<Option<Receipt>, WalError> {
+        let waited = append.waited;
+        self.queue.push(append, waited)
     }
 
     /// The next sequence number to be assigned.
     pub fn next_seq(&self) -> u64 {
-        self.next_seq.load(Ordering::Acquire)
+        self.queue.next_seq()
     }
 
     /// Deletes closed segments whose records are all below `min_uncommitted`, archiving their
@@ -281,9 +285,12 @@ impl<T: Send + 'static> Wal<T> {
 
     /// Stops accepting appends, lets the writer drain its queue, and waits for it.
     pub fn close(&self) {
-        self.tx.lock().expect("wal sender lock").take();
+        self.queue.close();
         if let Some(t) = self.thread.lock().expect("wal thread lock").take() {
             let _ = t.join();
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

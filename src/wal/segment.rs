@@ -1,6 +1,9 @@
-//! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: a torn record at the
-//! end of the newest segment is a crash mid-write and is cut off; damage anywhere else is
-//! corruption and stops recovery with the file and offset.
+//! WAL segment files (`<first seq, 20 digits>.wal`) and reading them back: zeros to the end of a
+//! file are unused pre-allocated space; a torn record at the end of the newest segment is a crash
+//! mid-write and is cut off; damage anywhere else is corruption and stops recovery with the file
+//! and offset. (A power loss can keep any subset of a pre-allocated segment's pages of the last,
+//! unacknowledged batch; a hole *inside* that batch reads as corruption and stops a strict
+//! start-up — nothing acknowledged is lost, and `wal.recovery = "truncate"` goes on.)
 
 use std::path::{Path, PathBuf};
 
@@ -106,15 +109,25 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Record>, End)> {
             }
             Decoded::Corrupt { reason, frame_len } => {
                 let rest = &data[at..];
-                // A crash can leave a half-written last record or zero-filled blocks: both are
-                // a torn tail. Anything with more data after it is real corruption.
-                let is_last = frame_len.is_some_and(|n| n >= rest.len());
-                if is_last || rest.iter().all(|b| *b == 0) {
+                // Zeros to the end: a pre-allocated segment's unused space, or blocks a crash
+                // left unwritten (never synced, so never acknowledged) — the segment ends here.
+                if rest.iter().all(|b| *b == 0) {
+                    return Ok((records, End::Clean));
+                }
+                // A crash can leave a half-written last record: a torn tail — its frame runs
+                // to the end of the file, or (in a pre-allocated segment) only zeros follow it.
+                // Anything with more data after it is real corruption.
+                let is_last = frame_len.is_some_and(|n| {
+                    rest.get(n..)
+                        .is_none_or(|after| after.iter().all(|b| *b == 0))
+                });
+                if is_last {
+                    let used = rest.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
                     return Ok((
                         records,
                         End::Torn {
                             offset: at as u64,
-                            bytes: rest.len() as u64,
+                            bytes: used as u64,
                         },
                     ));
                 }
@@ -173,13 +186,27 @@ mod tests {
         let mut zeros = full.clone();
         zeros.extend_from_slice(&[0; 4096]);
         std::fs::write(&p, &zeros).unwrap();
+        let (recs, end) = read(&p).unwrap();
         assert_eq!(
-            read(&p).unwrap().1,
-            End::Torn {
-                offset: full.len() as u64,
-                bytes: 4096
-            }
+            (recs.len(), end),
+            (5, End::Clean),
+            "a zero tail ends a segment"
         );
+
+        zeros[full.len() + 100] = 1; // not zeros to the end: damage
+        std::fs::write(&p, &zeros).unwrap();
+        assert!(matches!(read(&p).unwrap().1, End::Corrupt { .. }));
+
+        // A pre-allocated segment whose last record was half written: zeros where its end
+        // should be, and zeros after it.
+        let mut torn = full.clone();
+        let last = torn.len();
+        torn[last - 5..].fill(0);
+        torn.extend_from_slice(&[0; 4096]);
+        std::fs::write(&p, &torn).unwrap();
+        let (recs, end) = read(&p).unwrap();
+        assert_eq!(recs.len(), 4);
+        assert!(matches!(end, End::Torn { .. }), "{end:?}");
 
         let mut bad = full.clone();
         bad[20] ^= 0x55; // inside the first record, four good ones follow

@@ -1,18 +1,18 @@
-//! The group-commit writer: one OS thread owns the open segment. It takes every queued append
-//! (waiting at most until `sync_interval` after the previous fsync, or until `batch_bytes`),
-//! numbers them, writes them with one `write` and one `fsync`, then acknowledges them all and
-//! hands them on, in sequence order, to whoever consumes the log.
+//! The group-commit writer: one OS thread owns the open segment. It takes everything queued
+//! ([`super::group`]; waiting at most until `sync_interval` after the previous fsync, or until
+//! `batch_bytes`), writes it with one `write` and one `fsync`, completes the commit group, and
+//! hands the entries on, in sequence order and in one message, to whoever consumes the log.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tracing::{error, info};
 
+use super::append::WalError;
+use super::group::{Queue, Queued};
 use super::log_file::LogFile;
 use super::record::{FLAG_CLIENT_ID, FLAG_MARKER, encode};
 use super::segment::SegmentIds;
@@ -24,6 +24,9 @@ const RETRY_FIRST: Duration = Duration::from_millis(50);
 /// Longest such pause.
 const RETRY_MAX: Duration = Duration::from_secs(2);
 
+/// Appends in a commit group from which the log counts as busy (see [`WalOptions::group_wait`]).
+pub const BUSY_GROUP: usize = 8;
+
 /// Writer settings.
 #[derive(Debug, Clone)]
 pub struct WalOptions {
@@ -33,59 +36,10 @@ pub struct WalOptions {
     pub sync_interval: Duration,
     /// A batch is written as soon as it holds this many bytes.
     pub batch_bytes: usize,
+    /// After a busy group's sync, wait this long for the next group to fill (0: never).
+    pub group_wait: Duration,
     /// Start a new segment once the current one reaches this size.
     pub segment_size: u64,
-}
-
-/// Why an append was not made durable.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum WalError {
-    /// Writing or syncing the segment failed.
-    #[error("write-ahead log I/O failed: {0}")]
-    Io(String),
-    /// The writer has stopped (shutdown).
-    #[error("write-ahead log is closed")]
-    Closed,
-}
-
-/// One record to append (part of an [`Append`]).
-pub struct Entry<T> {
-    /// Owning team.
-    pub team: TeamId,
-    /// Record flags.
-    pub flags: u8,
-    /// µs since the epoch.
-    pub received_at: i64,
-    /// Event id.
-    pub id: String,
-    /// Request body.
-    pub body: Bytes,
-    /// Passed through to the consumer with the sequence number.
-    pub payload: T,
-}
-
-/// One append request: its entries are numbered consecutively, written in the same write and
-/// fsync, and succeed or fail together (a batch of events is one append and one acknowledgement).
-pub struct Append<T> {
-    /// The records, in order (a marker is an append of one entry flagged [`FLAG_MARKER`]).
-    pub entries: Vec<Entry<T>>,
-    /// Answered after fsync with the sequence number of the last entry; `None` for
-    /// fire-and-forget (buffered acknowledgements).
-    pub ack: Option<oneshot::Sender<Result<u64, WalError>>>,
-}
-
-impl<T> Append<T> {
-    /// An append of one entry.
-    pub fn one(entry: Entry<T>, ack: Option<oneshot::Sender<Result<u64, WalError>>>) -> Self {
-        Append {
-            entries: vec![entry],
-            ack,
-        }
-    }
-
-    fn body_bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.body.len()).sum()
-    }
 }
 
 /// An appended entry, in sequence order, for the consumer.
@@ -113,20 +67,19 @@ pub struct WalStats {
 
 pub(super) struct Writer<T> {
     pub opts: WalOptions,
-    pub rx: Receiver<Append<T>>,
-    pub out: mpsc::UnboundedSender<Written<T>>,
+    pub queue: Arc<Queue<T>>,
+    pub out: mpsc::UnboundedSender<Vec<Written<T>>>,
     pub segments: Arc<Mutex<Vec<SegmentMeta>>>,
-    pub next_seq: Arc<AtomicU64>,
     pub stats: Arc<WalStats>,
     pub healthy: Arc<AtomicBool>,
 }
 
 impl<T: Send + 'static> Writer<T> {
-    /// Runs until every sender is gone and the queue is drained.
+    /// Runs until the queue is closed and drained.
     ///
     /// A failed write or fsync never loses an acknowledged event: the partial batch is cut off
-    /// its segment at once ([`LogFile`]), entries whose client is waiting get the error (their
-    /// event is not stored), and entries acknowledged already (buffered acks) are *carried*: they
+    /// its segment at once ([`LogFile`]), the group's waiting clients get the error (their events
+    /// are not stored), and appends acknowledged already (buffered acks) are *carried*: they
     /// keep their sequence numbers and are written again, first, with the next batch — or on
     /// their own after a pause if nothing else comes — and handed on to the consumer only once
     /// they are in the log (so a rebuild from the WAL always sees them). Markers queued behind
@@ -135,7 +88,16 @@ impl<T: Send + 'static> Writer<T> {
     /// hold. If the log is closed while a carry cannot be written, the carried events are handed
     /// on anyway (they are acknowledged; the shutdown flush can still commit them).
     pub fn run(self) {
-        let mut seq = self.next_seq.load(Ordering::Acquire);
+        // If this thread dies, requests waiting on the queue are failed, not left hanging.
+        struct Abandon<T>(Arc<Queue<T>>);
+        impl<T> Drop for Abandon<T> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.abandon();
+                }
+            }
+        }
+        let _abandon = Abandon(self.queue.clone());
         let mut log = LogFile::new(
             self.opts.dir.clone(),
             self.opts.segment_size,
@@ -144,50 +106,42 @@ impl<T: Send + 'static> Writer<T> {
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
         let mut ids = SegmentIds::default();
-        let mut carry: Vec<(Append<T>, u64)> = Vec::new();
+        let mut carry: Vec<Queued<T>> = Vec::new();
         let mut pause = RETRY_FIRST;
-        let mut batch: Vec<Append<T>> = Vec::new();
+        let mut last_group = 0usize;
         loop {
-            let closed = if carry.is_empty() {
-                match self.rx.recv() {
-                    Ok(first) => {
-                        batch.push(first);
-                        false
-                    }
-                    Err(_) => break,
-                }
+            let idle = (!carry.is_empty()).then_some(pause);
+            let gather = if !self.opts.sync_interval.is_zero() {
+                Some(last_sync + self.opts.sync_interval)
+            } else if !self.opts.group_wait.is_zero() && last_group >= BUSY_GROUP {
+                Some(last_sync + self.opts.group_wait)
             } else {
-                match self.rx.recv_timeout(pause) {
-                    Ok(first) => {
-                        batch.push(first);
-                        false
-                    }
-                    Err(RecvTimeoutError::Timeout) => false,
-                    Err(RecvTimeoutError::Disconnected) => true,
-                }
+                None
             };
-            if !batch.is_empty() {
-                self.gather(&mut batch, last_sync);
+            let taken = self.queue.take(idle, gather, self.opts.batch_bytes);
+            last_group = taken.appends.len();
+            let closed = taken.closed;
+            let group = taken.group;
+            let mut appends = std::mem::take(&mut carry);
+            appends.extend(taken.appends);
+            if appends.is_empty() {
+                group.complete(Ok(()));
+                if closed {
+                    break;
+                }
+                continue;
             }
-            // Each append with the sequence number of its first entry (markers take none).
-            let mut appends: Vec<(Append<T>, u64)> = std::mem::take(&mut carry);
-            for a in batch.drain(..) {
-                let logged = a
-                    .entries
-                    .iter()
-                    .filter(|e| e.flags & FLAG_MARKER == 0)
-                    .count() as u64;
-                appends.push((a, seq));
-                seq += logged;
-            }
-            self.next_seq.store(seq, Ordering::Release);
             buf.clear();
             ids.records.clear();
             (ids.count, ids.newest) = (0, i64::MIN);
             let (mut first_seq, mut last_seq, mut records) = (None, 0, 0);
-            for (a, first) in &appends {
-                let logged = a.entries.iter().filter(|e| e.flags & FLAG_MARKER == 0);
-                for (s, e) in (*first..).zip(logged) {
+            for q in &appends {
+                let logged = q
+                    .append
+                    .entries
+                    .iter()
+                    .filter(|e| e.flags & FLAG_MARKER == 0);
+                for (s, e) in (q.first..).zip(logged) {
                     encode(
                         s,
                         e.flags,
@@ -218,9 +172,11 @@ impl<T: Send + 'static> Writer<T> {
             }
             let Some(first_seq) = first_seq else {
                 // Only markers.
-                appends
-                    .into_iter()
-                    .for_each(|(a, s)| self.deliver(a, s, Ok(())));
+                group.complete(Ok(()));
+                self.deliver(appends);
+                if closed {
+                    break;
+                }
                 continue;
             };
             let started = Instant::now();
@@ -236,21 +192,20 @@ impl<T: Send + 'static> Writer<T> {
                         info!("WAL writes succeed again");
                     }
                     pause = RETRY_FIRST;
-                    appends
-                        .into_iter()
-                        .for_each(|(a, s)| self.deliver(a, s, Ok(())));
+                    group.complete(Ok(()));
+                    self.deliver(appends);
                 }
                 Err(err) => {
-                    error!(error = %err, appends = appends.len(), "WAL write failed");
+                    // Unhealthy first (later appends wait for their own write from now on),
+                    // then the cut, then the clients' answers: a batch they are told was not
+                    // stored must not come back at recovery.
                     self.healthy.store(false, Ordering::Release);
-                    let msg = err.to_string();
-                    for (a, s) in appends {
-                        if a.ack.is_none() {
-                            carry.push((a, s)); // acknowledged already (or a marker): keep
-                        } else {
-                            self.deliver(a, 0, Err(WalError::Io(msg.clone())));
-                        }
-                    }
+                    error!(error = %err, appends = appends.len(), "WAL write failed");
+                    log.cut_failed();
+                    group.complete(Err(WalError::Io(err.to_string())));
+                    // Acknowledged already (or a marker): keep. A waited append whose client
+                    // got the error is never handed on (it was not stored).
+                    carry.extend(appends.into_iter().filter(|q| !q.append.waited));
                     if !carry.is_empty() {
                         error!(
                             appends = carry.len(),
@@ -270,9 +225,7 @@ impl<T: Send + 'static> Writer<T> {
                 appends = carry.len(),
                 "WAL closed while acknowledged events could not be written; handing them on unlogged"
             );
-            carry
-                .into_iter()
-                .for_each(|(e, s)| self.deliver(e, s, Ok(())));
+            self.deliver(carry);
         }
         log.close();
     }
@@ -289,61 +242,26 @@ impl<T: Send + 'static> Writer<T> {
         metrics::histogram!("stowage_wal_batch_entries").record(records as f64);
     }
 
-    /// Adds to `batch` (which holds the first entry) until it is full or the sync interval
-    /// since `last_sync` has passed.
-    fn gather(&self, batch: &mut Vec<Append<T>>, last_sync: Instant) {
-        let mut bytes: usize = batch.iter().map(Append::body_bytes).sum();
-        let deadline = last_sync + self.opts.sync_interval;
-        while bytes < self.opts.batch_bytes {
-            let next = match self.rx.try_recv() {
-                Ok(e) => e,
-                Err(TryRecvError::Disconnected) => break,
-                Err(TryRecvError::Empty) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        break;
-                    }
-                    match self.rx.recv_timeout(deadline - now) {
-                        Ok(e) => e,
-                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-                    }
-                }
-            };
-            bytes += next.body_bytes();
-            batch.push(next);
+    /// Passes written appends' entries on to the consumer, in one message, each numbered from
+    /// its append's first sequence number (markers take none).
+    fn deliver(&self, appends: Vec<Queued<T>>) {
+        let mut out = Vec::with_capacity(appends.iter().map(|q| q.append.entries.len()).sum());
+        for q in appends {
+            let mut seq = q.first;
+            for e in q.append.entries {
+                let s = if e.flags & FLAG_MARKER != 0 {
+                    0
+                } else {
+                    seq += 1;
+                    seq - 1
+                };
+                out.push(Written {
+                    seq: s,
+                    team: e.team,
+                    payload: e.payload,
+                });
+            }
         }
-    }
-
-    /// Answers one append (with the sequence number of its last record) and, unless it failed,
-    /// passes its entries on to the consumer, numbered from `first`. An append whose client got
-    /// an error is never handed on (it was not stored).
-    fn deliver(&self, a: Append<T>, first: u64, result: Result<(), WalError>) {
-        let logged = a
-            .entries
-            .iter()
-            .filter(|e| e.flags & FLAG_MARKER == 0)
-            .count() as u64;
-        let last = (first + logged).saturating_sub(1);
-        let pass_on = result.is_ok();
-        if let Some(ack) = a.ack {
-            let _ = ack.send(result.map(|_| last));
-        }
-        if !pass_on {
-            return;
-        }
-        let mut seq = first;
-        for e in a.entries {
-            let s = if e.flags & FLAG_MARKER != 0 {
-                0
-            } else {
-                seq += 1;
-                seq - 1
-            };
-            let _ = self.out.send(Written {
-                seq: s,
-                team: e.team,
-                payload: e.payload,
-            });
-        }
+        let _ = self.out.send(out);
     }
 }

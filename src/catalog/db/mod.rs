@@ -8,10 +8,12 @@
 //! [`FromCol`], which reads SQLite's dynamic types and PostgreSQL's `BIGINT`/`BOOLEAN`/`BYTEA`/…
 //! into the same Rust types.
 //!
-//! Transactions: [`Conn::write_transaction`] serialises writers on both backends (SQLite's
-//! `BEGIN IMMEDIATE`; on PostgreSQL a transaction-scoped advisory lock, see [`postgres`]), so
-//! commit order — which data-file ids encode — is the same on both. [`Conn::read_transaction`]
-//! reads one consistent snapshot.
+//! Transactions: SQLite has one writer at a time (`BEGIN IMMEDIATE`) whatever the kind. On
+//! PostgreSQL, [`Conn::write_transaction`] runs alone (catalog-wide writes), while
+//! [`Conn::team_write_transaction`] runs beside the writes of other teams and
+//! [`Conn::shared_write_transaction`] beside every write but a catalog-wide one (advisory locks,
+//! see [`postgres`]). One team's writes stay serial on both backends, so within a team commit
+//! order is what data-file ids encode. [`Conn::read_transaction`] reads one consistent snapshot.
 
 pub mod listen;
 pub mod postgres;
@@ -346,11 +348,27 @@ impl Conn {
         self.prepare(sql)
     }
 
-    /// A transaction that may write: writers are serialised (see the module doc).
+    /// A transaction that may write anything: it runs alone (see the module doc).
     pub fn write_transaction(&self) -> DbResult<Tx<'_>> {
+        self.begin_write(postgres::WriteLocks::CatalogWide)
+    }
+
+    /// A transaction that writes only `team`'s rows (and rows no other writer names): it waits
+    /// for the team's other writes and for catalog-wide ones, not for other teams'.
+    pub fn team_write_transaction(&self, team: &str) -> DbResult<Tx<'_>> {
+        self.begin_write(postgres::WriteLocks::Team(team))
+    }
+
+    /// A transaction whose writes are single-row changes of rows no other writer names (object
+    /// reservations): it waits only for catalog-wide writes.
+    pub fn shared_write_transaction(&self) -> DbResult<Tx<'_>> {
+        self.begin_write(postgres::WriteLocks::Shared)
+    }
+
+    fn begin_write(&self, locks: postgres::WriteLocks<'_>) -> DbResult<Tx<'_>> {
         match self {
             Conn::Sqlite(c) => c.execute_batch("BEGIN IMMEDIATE")?,
-            Conn::Pg(c) => c.begin_write()?,
+            Conn::Pg(c) => c.begin_write(locks)?,
         }
         Ok(Tx {
             conn: self,

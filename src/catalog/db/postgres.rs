@@ -4,10 +4,23 @@
 //! works from the server's async workers and from plain threads alike (no nested runtime).
 //!
 //! A broken connection (PostgreSQL restarting) fails the call in flight; the next call on that
-//! pool slot connects again. Write transactions take one transaction-scoped advisory lock
-//! ([`WRITE_LOCK`]) so writers are serialised exactly as SQLite's `BEGIN IMMEDIATE` does — the
-//! simplest correct choice, and the first limit when scaling writers out (commits are short:
-//! a flush commits once per team).
+//! pool slot connects again.
+//!
+//! Write transactions come in three kinds, all through transaction-scoped advisory locks:
+//! - a *catalog-wide* write (accounts, sessions, secrets, settings, sign-in attempts) takes
+//!   [`WRITE_LOCK`] exclusively, so it runs alone, exactly as under SQLite's `BEGIN IMMEDIATE`;
+//! - a *team* write (a flush's commit, a compaction's swap) takes [`WRITE_LOCK`] shared and its
+//!   team's lock ([`TEAM_LOCK_CLASS`], [`team_lock_key`]) exclusively: one team's writes stay
+//!   serial (its file ids, schemas and watermarks are read and written as before), while writes of
+//!   different teams run side by side and meet only on rows (PostgreSQL's row locks);
+//! - a *shared* write (reserving or releasing objects, the orphan collector's sweep of stale
+//!   reservations, secrets' `last_used_at`: single-row changes that meet other writes only on
+//!   the row both change) takes
+//!   [`WRITE_LOCK`] shared only.
+//!
+//! Every guarantee that rested on writers taking turns still does where it is needed: a
+//! catalog-wide write waits for every team write in flight and holds new ones back, so it sees
+//! and changes the catalog as if it were alone.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,9 +34,13 @@ use tokio_postgres::{Client, NoTls, Statement};
 
 use super::{DbError, DbResult, Kind, Row, Value};
 
-/// Advisory lock every write transaction holds until it ends.
+/// Advisory lock every write transaction holds until it ends: exclusively for catalog-wide
+/// writes, shared for team and shared writes.
 pub const WRITE_LOCK: i64 = 0x7374_6f77_0001;
-/// How long a write transaction waits for [`WRITE_LOCK`] (SQLite's busy timeout is 10 s too).
+/// Class (first key, in PostgreSQL's two-`int4` key space, apart from the `bigint` keys above)
+/// of the per-team write locks; the second key is [`team_lock_key`].
+pub const TEAM_LOCK_CLASS: i32 = 0x7374_6f77;
+/// How long a write transaction waits for its locks (SQLite's busy timeout is 10 s too).
 pub const WRITE_LOCK_WAIT: &str = "10s";
 /// A write transaction idle this long (between statements) is ended by the server.
 pub const WRITE_IDLE_LIMIT: &str = "60s";
@@ -194,15 +211,24 @@ impl PgConn {
         }
     }
 
-    /// Begins a write transaction: waits at most [`WRITE_LOCK_WAIT`] for the write lock (then
-    /// fails, as SQLite's busy timeout does), and has the server end the session if the
-    /// transaction then sits idle for [`WRITE_IDLE_LIMIT`] — a node that hung or vanished with
-    /// the lock must not stop every other node's writes for longer than that.
-    pub(super) fn begin_write(&self) -> DbResult<()> {
+    /// Begins a write transaction holding `locks` (see the module doc): waits at most
+    /// [`WRITE_LOCK_WAIT`] for them (then fails, as SQLite's busy timeout does), and has the
+    /// server end the session if the transaction then sits idle for [`WRITE_IDLE_LIMIT`] — a
+    /// node that hung or vanished with a lock must not stop other nodes' writes for longer than
+    /// that. One round trip.
+    pub(super) fn begin_write(&self, locks: WriteLocks<'_>) -> DbResult<()> {
+        let locks = match locks {
+            WriteLocks::CatalogWide => format!("SELECT pg_advisory_xact_lock({WRITE_LOCK})"),
+            WriteLocks::Shared => format!("SELECT pg_advisory_xact_lock_shared({WRITE_LOCK})"),
+            WriteLocks::Team(team) => format!(
+                "SELECT pg_advisory_xact_lock_shared({WRITE_LOCK}); \
+                 SELECT pg_advisory_xact_lock({TEAM_LOCK_CLASS}, {})",
+                team_lock_key(team)
+            ),
+        };
         self.begin(&format!(
             "BEGIN; SET LOCAL lock_timeout = '{WRITE_LOCK_WAIT}'; \
-             SET LOCAL idle_in_transaction_session_timeout = '{WRITE_IDLE_LIMIT}'; \
-             SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+             SET LOCAL idle_in_transaction_session_timeout = '{WRITE_IDLE_LIMIT}'; {locks}"
         ))
     }
 
@@ -214,6 +240,27 @@ impl PgConn {
         }
         out
     }
+}
+
+/// Which advisory locks a write transaction takes (see the module doc).
+#[derive(Debug, Clone, Copy)]
+pub enum WriteLocks<'a> {
+    /// [`WRITE_LOCK`] exclusively: the transaction runs alone.
+    CatalogWide,
+    /// [`WRITE_LOCK`] shared, and the lock of this team exclusively.
+    Team(&'a str),
+    /// [`WRITE_LOCK`] shared only.
+    Shared,
+}
+
+/// The second key of `team`'s write lock: FNV-1a of its id, folded to 32 bits. Two teams that
+/// share a key only take turns, as every writer did before per-team locks.
+pub fn team_lock_key(team: &str) -> i32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in team.bytes() {
+        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+    }
+    h as i32
 }
 
 /// `?1` → `$1`, outside string literals and quoted identifiers.

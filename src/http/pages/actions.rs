@@ -127,8 +127,8 @@ impl<F> Action<F> {
         } = self;
         match act(&state.accounts, &caller, form) {
             Ok(message) => match session_id(&caller) {
-                Some(id) => {
-                    state.flash.put(id, message);
+                Some((id, key)) => {
+                    state.flash.put(id, key, &message);
                     see_other(&format!("/settings#{section}"))
                 }
                 // A token caller has no session to keep the message for: show it now.

@@ -65,14 +65,14 @@ pub async fn show(State(state): State<AppState>, Signed(caller): Signed) -> Resp
         Err(AccountError::NotSignedIn) => return see_other("/login"),
         Err(e) => return super::error_page(&e),
     };
-    let message = session_id(&caller).and_then(|id| state.flash.take(id));
+    let message = session_id(&caller).and_then(|(id, key)| state.flash.take(id, key));
     render(&state, &caller, StatusCode::OK, None, message)
 }
 
-/// The session id a flash message is kept under.
-pub(super) fn session_id(caller: &Caller) -> Option<&str> {
+/// The session id a flash message is kept under, and the key it is sealed with.
+pub(super) fn session_id(caller: &Caller) -> Option<(&str, &crate::catalog::secrets::FlashKey)> {
     match &caller.via {
-        crate::accounts::Via::Session { id, .. } => Some(id),
+        crate::accounts::Via::Session { id, flash_key, .. } => Some((id, flash_key)),
         crate::accounts::Via::Pat { .. } => None,
     }
 }

@@ -1,0 +1,131 @@
+//! Spare segment files: zero-filled to the segment size and synced on a thread of their own, so
+//! the log's writes land inside a file whose size and blocks are already on disk and each
+//! `fdatasync` writes data, not metadata (PostgreSQL pre-allocates its WAL files for the same
+//! reason). A spare that is not ready in time, or cannot be made (a full disk, a file-size limit),
+//! leaves the log appending to a fresh file as before: slower, never wrong.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use tracing::{debug, warn};
+
+/// File names of spares (never read as segments: those end in `.wal`).
+const PREFIX: &str = "spare-";
+const SUFFIX: &str = ".tmp";
+/// Zeros written per `write`.
+const CHUNK: usize = 1 << 20;
+
+/// One spare being prepared (or ready).
+pub(super) struct Spares {
+    dir: PathBuf,
+    size: u64,
+    made: u64,
+    pending: Option<Receiver<std::io::Result<PathBuf>>>,
+    /// Set after a spare failed: the log appends from then on (a full disk would fail again).
+    gave_up: bool,
+}
+
+impl Spares {
+    /// Spares of `size` bytes in `dir` (removing any left by an earlier run). None is made
+    /// until the log opens its first segment: a server that never logs writes no zeros.
+    pub fn new(dir: &Path, size: u64) -> Spares {
+        remove_stale(dir);
+        Spares {
+            dir: dir.to_path_buf(),
+            size,
+            made: 0,
+            pending: None,
+            gave_up: size == 0,
+        }
+    }
+
+    /// A ready spare's path, if one is ready now (never waits); starts the next one.
+    pub fn take(&mut self) -> Option<PathBuf> {
+        let Some(rx) = self.pending.as_ref() else {
+            self.prepare();
+            return None;
+        };
+        let ready = match rx.try_recv() {
+            Ok(r) => r,
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Disconnected) => Err(std::io::Error::other("spare thread died")),
+        };
+        self.pending = None;
+        match ready {
+            Ok(path) => {
+                self.prepare();
+                Some(path)
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot pre-allocate a WAL segment; appending to new files instead");
+                self.gave_up = true;
+                None
+            }
+        }
+    }
+
+    fn prepare(&mut self) {
+        if self.gave_up || self.pending.is_some() {
+            return;
+        }
+        self.made += 1;
+        let path = self.dir.join(format!("{PREFIX}{}{SUFFIX}", self.made));
+        let size = self.size;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("stowage-wal-spare".into())
+            .spawn(move || {
+                let made = zero_fill(&path, size).map(|_| path.clone());
+                if made.is_err() {
+                    let _ = std::fs::remove_file(&path);
+                }
+                let _ = tx.send(made);
+            });
+        match spawned {
+            Ok(_) => self.pending = Some(rx),
+            Err(e) => {
+                warn!(error = %e, "cannot start the WAL pre-allocation thread");
+                self.gave_up = true;
+            }
+        }
+    }
+
+    /// Removes the spare (ready or not) at shutdown.
+    pub fn close(mut self) {
+        if let Some(rx) = self.pending.take()
+            && let Ok(Ok(path)) = rx.recv()
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
+    // Never an existing file: a stale spare may still be linked to a live segment.
+    let mut f: File = OpenOptions::new().create_new(true).write(true).open(path)?;
+    let zeros = vec![0u8; CHUNK];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        f.write_all(&zeros[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()?;
+    debug!(spare = %path.display(), bytes = size, "WAL segment pre-allocated");
+    Ok(())
+}
+
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(PREFIX) && name.ends_with(SUFFIX) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
