@@ -39,12 +39,25 @@ async fn a_commit_stalled_past_the_orphan_grace_loses_nothing() {
         })
         .await
     );
+    let catalog = rusqlite::Connection::open(dir.path().join("catalog.sqlite")).unwrap();
+    catalog.busy_timeout(Duration::from_secs(10)).unwrap();
+    // Its object is put before its commit: wait for the commit too, or the stall below would
+    // catch this flush instead of the next one (and hold that one back behind it).
+    let committed = || {
+        catalog
+            .query_row("SELECT count(*) FROM data_files", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+    };
+    assert!(
+        wait_for(Duration::from_secs(30), || async { committed() > 0 }).await,
+        "the first flush never committed"
+    );
     let committed_before = parquet_files(&warehouse).len();
 
     // Another process makes every commit of a data file fail until told otherwise: the flush
     // can reserve and put its objects, but its commit keeps failing (and retrying).
-    let catalog = rusqlite::Connection::open(dir.path().join("catalog.sqlite")).unwrap();
-    catalog.busy_timeout(Duration::from_secs(10)).unwrap();
     catalog
         .execute_batch(
             "CREATE TRIGGER stall_commits BEFORE INSERT ON data_files
