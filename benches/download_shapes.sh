@@ -10,17 +10,7 @@
 #      STOWAGE_BIN (default target/release/stowage; build it first: cargo build --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PY:-target/py/bin/python}
-BIN=${STOWAGE_BIN:-target/release/stowage}
-if [ ! -x "$PY" ]; then
-  python3 -m venv target/py
-  PY=target/py/bin/python
-fi
-if ! "$PY" -c 'import duckdb, pyarrow, numpy' 2>/dev/null; then
-  "$PY" -m pip install -q duckdb pyarrow numpy
-fi
-[ -x "$BIN" ] || { echo "no $BIN: cargo build --release first (or set STOWAGE_BIN)" >&2; exit 1; }
-command -v curl >/dev/null || { echo "curl is needed (or pass --client python)" >&2; exit 1; }
+. benches/py_env.sh
 echo "free space: $(df -h --output=avail "${TMPDIR:-/tmp}" | tail -1 | tr -d ' ') on ${TMPDIR:-/tmp}," \
      "$(df -h --output=avail /dev/shm | tail -1 | tr -d ' ') on /dev/shm" >&2
 exec "$PY" benches/download_shapes.py --bin "$BIN" "$@"

@@ -80,12 +80,16 @@ pub async fn build_state_with_store(
             key: "server.trusted_proxies".into(),
             message,
         })?;
-    let sql = Arc::new(crate::sql::SqlEngine::new(
-        catalog.clone(),
-        store.clone(),
-        config.sql.clone(),
-        config.download.batch_rows,
-    ));
+    let buffers: Arc<dyn crate::model::fresh::Buffers> = ingest.clone();
+    let sql = Arc::new(
+        crate::sql::SqlEngine::new(
+            catalog.clone(),
+            store.clone(),
+            config.sql.clone(),
+            config.download.batch_rows,
+        )
+        .with_buffers(buffers.clone()),
+    );
     Ok(AppState::new(crate::http::state::Shared {
         trusted_proxies: trusted_proxies.into(),
         accounts,
@@ -94,6 +98,7 @@ pub async fn build_state_with_store(
         config: Arc::new(config),
         catalog,
         ingest,
+        buffers,
         store,
     }))
 }

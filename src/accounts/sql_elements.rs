@@ -5,6 +5,7 @@
 
 use super::workspace::{ElementInfo, bounded_name};
 use super::{Accounts, Caller, Result};
+use crate::catalog::NewSqlElementRow;
 use crate::model::TeamId;
 use crate::sql::SqlEngine;
 
@@ -17,6 +18,9 @@ pub struct NewSqlElement {
     /// Display name.
     #[serde(default)]
     pub name: Option<String>,
+    /// Downloads read fresh by default (SPEC §3.5).
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 impl Accounts {
@@ -38,10 +42,13 @@ impl Accounts {
         let schema = checked.schema_json();
         let id = self.catalog.create_sql_element(
             &caller.team.id,
-            canvas_id,
-            name.as_deref(),
-            new.sql.trim(),
-            &schema,
+            &NewSqlElementRow {
+                canvas: canvas_id,
+                name: name.as_deref(),
+                sql: new.sql.trim(),
+                schema: &schema,
+                fresh: new.fresh,
+            },
         )?;
         self.catalog
             .audit(&caller.event("element.create", Some(&id)))?;

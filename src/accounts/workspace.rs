@@ -58,6 +58,9 @@ pub struct NewTableElement {
     /// Most rows.
     #[serde(default)]
     pub limit: Option<u64>,
+    /// Downloads read fresh by default (SPEC §3.5).
+    #[serde(default)]
+    pub fresh: bool,
 }
 
 /// A column of a warehouse table.
@@ -279,6 +282,7 @@ impl Accounts {
                 columns: new.columns.clone(),
                 filters: new.filters.clone(),
                 limit: new.limit,
+                fresh: new.fresh,
             })
             .map_err(|e| match e {
                 crate::catalog::CatalogError::Refused(m) => invalid("columns", m),

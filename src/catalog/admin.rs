@@ -116,6 +116,23 @@ pub struct Element {
     pub limit: Option<u64>,
     /// The query of an SQL element (SPEC §3.4); `None` for a table element.
     pub sql: Option<String>,
+    /// Downloads include rows not yet committed unless they ask otherwise (SPEC §3.5).
+    pub fresh: bool,
+}
+
+/// An SQL element to store (its query already checked).
+#[derive(Debug, Clone, Copy)]
+pub struct NewSqlElementRow<'a> {
+    /// Canvas id (of the team).
+    pub canvas: &'a str,
+    /// Display name.
+    pub name: Option<&'a str>,
+    /// The query.
+    pub sql: &'a str,
+    /// Its output columns, JSON `[{name, type}]`.
+    pub schema: &'a serde_json::Value,
+    /// Downloads read fresh by default.
+    pub fresh: bool,
 }
 
 /// What `element create` takes.
@@ -133,6 +150,8 @@ pub struct NewElement {
     pub filters: Option<serde_json::Value>,
     /// Most rows the element returns.
     pub limit: Option<u64>,
+    /// Downloads read fresh by default (SPEC §3.5).
+    pub fresh: bool,
 }
 
 impl Catalog {
@@ -428,8 +447,8 @@ impl Catalog {
             };
             self.ensure_room(&tx, Counted::Elements(&team))?;
             tx.execute(
-                "INSERT INTO elements (id, canvas_id, name, source, columns, filters, row_limit, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO elements (id, canvas_id, name, source, columns, filters, row_limit, created_at, fresh)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     id,
                     e.canvas,
@@ -438,7 +457,8 @@ impl Catalog {
                     columns,
                     e.filters.as_ref().map(|f| f.to_string()),
                     e.limit.map(|l| l as i64),
-                    now_ms()
+                    now_ms(),
+                    e.fresh as i64
                 ],
             )?;
             tx.commit()?;
@@ -448,14 +468,14 @@ impl Catalog {
 
     /// Creates an SQL element on a canvas of `team_id` (checked by the caller: one read-only
     /// query whose output columns are `schema`, JSON `[{name, type}]`); returns its id.
-    pub fn create_sql_element(
-        &self,
-        team_id: &str,
-        canvas: &str,
-        name: Option<&str>,
-        sql: &str,
-        schema: &serde_json::Value,
-    ) -> Result<String> {
+    pub fn create_sql_element(&self, team_id: &str, new: &NewSqlElementRow<'_>) -> Result<String> {
+        let NewSqlElementRow {
+            canvas,
+            name,
+            sql,
+            schema,
+            fresh,
+        } = *new;
         let id = secrets::new_id("el");
         self.with(|c| {
             let tx = c.write_transaction()?;
@@ -471,9 +491,9 @@ impl Catalog {
             }
             self.ensure_room(&tx, Counted::Elements(team_id))?;
             tx.execute(
-                "INSERT INTO elements (id, canvas_id, name, kind, source, query, query_schema, created_at)
-                 VALUES (?1, ?2, ?3, 'sql', '', ?4, ?5, ?6)",
-                params![id, canvas, name, sql, schema.to_string(), now_ms()],
+                "INSERT INTO elements (id, canvas_id, name, kind, source, query, query_schema, created_at, fresh)
+                 VALUES (?1, ?2, ?3, 'sql', '', ?4, ?5, ?6, ?7)",
+                params![id, canvas, name, sql, schema.to_string(), now_ms(), fresh as i64],
             )?;
             tx.commit()?;
             Ok(id.clone())
@@ -490,7 +510,7 @@ impl Catalog {
         self.with(|c| {
             let element = c
                 .prepare_cached(
-                    "SELECT e.id, e.source, e.columns, e.filters, e.row_limit, e.query FROM elements e
+                    "SELECT e.id, e.source, e.columns, e.filters, e.row_limit, e.query, e.fresh FROM elements e
                      JOIN canvases cv ON cv.id = e.canvas_id
                      WHERE e.id = ?1 AND cv.id = ?2 AND cv.team_id = ?3",
                 )?
@@ -503,6 +523,7 @@ impl Catalog {
                         filters: json(3)?.and_then(|s| serde_json::from_str(&s).ok()),
                         limit: r.get::<Option<i64>>(4)?.map(|l| l.max(0) as u64),
                         sql: r.get(5)?,
+                        fresh: r.get::<i64>(6)? != 0,
                     })
                 })
                 .optional()?;

@@ -282,6 +282,11 @@ INSERT INTO elements_new (id, canvas_id, name, kind, source, columns, filters, r
 DROP TABLE elements;
 ALTER TABLE elements_new RENAME TO elements;
 "#,
+    // 13: an element's default for fresh reads (SPEC §3.5): 1 = downloads include rows not yet
+    // committed unless the request says `"fresh": false`.
+    r#"
+ALTER TABLE elements ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

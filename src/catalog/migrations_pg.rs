@@ -231,6 +231,10 @@ ALTER TABLE elements ADD CONSTRAINT elements_kind_check CHECK (kind IN ('table',
 ALTER TABLE elements ADD COLUMN query TEXT;
 ALTER TABLE elements ADD COLUMN query_schema TEXT;
 "#,
+    // 8 (SQLite's 13): an element's default for fresh reads (SPEC §3.5).
+    r#"
+ALTER TABLE elements ADD COLUMN fresh BIGINT NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -41,7 +41,9 @@ use crate::config::Config;
 use crate::config::catalog::redact;
 use db::{Conn, DbError};
 
-pub use admin::{Element, NewElement, Role, SecretInfo, SecretKind, Team, TokenAuth};
+pub use admin::{
+    Element, NewElement, NewSqlElementRow, Role, SecretInfo, SecretKind, Team, TokenAuth,
+};
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
 pub use compaction::LiveFile;
 pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};

@@ -52,6 +52,9 @@ pub struct TableSnapshot {
     pub files: Vec<DataFile>,
     /// Identifies this snapshot: the highest file id then, and when (ms).
     pub as_of: SnapshotId,
+    /// The team's watermark in this node's WAL, read in the same transaction as the files:
+    /// every record of this WAL up to it is in them (fresh reads, SPEC §3.5).
+    pub wal_watermark: u64,
 }
 
 /// Which files of one table a snapshot saw: those with id ≤ `max_file_id` not yet retired at
@@ -151,6 +154,7 @@ impl Catalog {
                 return Ok(None);
             }
             let schema = read_schema(&tx, team, table)?;
+            let wal_watermark = super::watermarks::read(&tx, self.wal_key(), team)?;
             let as_of = match as_of {
                 Some(a) => a,
                 // The table's own highest id, not the catalog's: another team's commit may hold
@@ -197,7 +201,12 @@ impl Catalog {
                     "the snapshot this cursor belongs to is gone (its files were compacted and deleted); start again without a cursor".into(),
                 ));
             }
-            Ok(Some(TableSnapshot { schema, files, as_of }))
+            Ok(Some(TableSnapshot {
+                schema,
+                files,
+                as_of,
+                wal_watermark,
+            }))
         })
     }
 }

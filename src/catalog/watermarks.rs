@@ -46,19 +46,22 @@ impl Catalog {
 
     /// One team's watermark in this WAL.
     pub fn watermark(&self, team: &TeamId) -> Result<u64> {
-        self.with(|c| {
-            let w: Option<i64> = c
-                .query_row(
-                    "SELECT COALESCE(w.watermark, t.wal_watermark) FROM teams t
-                     LEFT JOIN wal_watermarks w ON w.team_id = t.id AND w.wal_id = ?1
-                     WHERE t.id = ?2",
-                    params![self.wal_key(), team.as_str()],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok(w.unwrap_or(0).max(0) as u64)
-        })
+        self.with(|c| Ok(read(c, self.wal_key(), team)?))
     }
+}
+
+/// `team`'s watermark in WAL `wal`, read on `c` (inside the caller's transaction, if any).
+pub(super) fn read(c: &Conn, wal: &str, team: &TeamId) -> DbResult<u64> {
+    let w: Option<i64> = c
+        .query_row(
+            "SELECT COALESCE(w.watermark, t.wal_watermark) FROM teams t
+             LEFT JOIN wal_watermarks w ON w.team_id = t.id AND w.wal_id = ?1
+             WHERE t.id = ?2",
+            params![wal, team.as_str()],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(w.unwrap_or(0).max(0) as u64)
 }
 
 /// Raises `team`'s watermark in WAL `wal` to `watermark` (never lowers it; 0 changes nothing:

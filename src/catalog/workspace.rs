@@ -44,6 +44,8 @@ pub struct ElementRow {
     pub limit: Option<u64>,
     /// ms since epoch.
     pub created_at: i64,
+    /// Downloads include rows not yet committed unless they ask otherwise (SPEC §3.5).
+    pub fresh: bool,
 }
 
 /// A warehouse table's size.
@@ -74,11 +76,12 @@ fn element_row(r: &Row<'_>) -> DbResult<ElementRow> {
         kind: r.get(8)?,
         sql: r.get(9)?,
         schema: json(10)?.and_then(|s| serde_json::from_str(&s).ok()),
+        fresh: r.get::<i64>(11)? != 0,
     })
 }
 
 const ELEMENT_COLUMNS: &str = "e.id, e.canvas_id, e.name, e.source, e.columns, e.filters, \
-     e.row_limit, e.created_at, e.kind, e.query, e.query_schema";
+     e.row_limit, e.created_at, e.kind, e.query, e.query_schema, e.fresh";
 
 impl Catalog {
     /// The team's canvases, oldest first.

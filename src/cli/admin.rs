@@ -185,6 +185,10 @@ pub enum ElementCommand {
         /// Most rows the element returns.
         #[arg(long)]
         limit: Option<u64>,
+        /// Downloads include events acknowledged but not yet committed unless a request says
+        /// `"fresh": false` (SPEC §3.5).
+        #[arg(long)]
+        fresh: bool,
     },
 }
 
@@ -351,12 +355,18 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                     columns,
                     filters,
                     limit,
+                    fresh,
                 },
         } => {
             let id = match (sql, table) {
-                (Some(sql), _) => {
-                    super::sql_element::create(config, &catalog, &canvas, name.as_deref(), &sql)?
-                }
+                (Some(sql), _) => super::sql_element::create(
+                    config,
+                    &catalog,
+                    &canvas,
+                    name.as_deref(),
+                    &sql,
+                    fresh,
+                )?,
                 (None, table) => {
                     let table = table.unwrap_or_default();
                     let filters = match filters {
@@ -378,6 +388,7 @@ pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError>
                         columns,
                         filters,
                         limit,
+                        fresh,
                     })?
                 }
             };

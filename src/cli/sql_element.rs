@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::output::AdminError;
-use crate::catalog::{Catalog, CatalogError};
+use crate::catalog::{Catalog, CatalogError, NewSqlElementRow};
 use crate::config::Config;
 use crate::model::TeamId;
 use crate::sql::{SqlEngine, SqlError};
@@ -17,6 +17,7 @@ pub fn create(
     canvas: &str,
     name: Option<&str>,
     sql: &str,
+    fresh: bool,
 ) -> Result<String, AdminError> {
     let team = catalog
         .canvas_team(canvas)?
@@ -42,5 +43,14 @@ pub fn create(
             other => refused(other.to_string()),
         })?;
     let schema = checked.schema_json();
-    Ok(catalog.create_sql_element(&team, canvas, name, sql.trim(), &schema)?)
+    Ok(catalog.create_sql_element(
+        &team,
+        &NewSqlElementRow {
+            canvas,
+            name,
+            sql: sql.trim(),
+            schema: &schema,
+            fresh,
+        },
+    )?)
 }

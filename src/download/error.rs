@@ -1,6 +1,6 @@
 //! [`DownloadError`]: why a download cannot start — a refused field of the request, an element
 //! that is not the caller's, a cursor whose snapshot is gone, no format the client accepts, or a
-//! catalog that failed, or an SQL element's query that was refused or failed. The HTTP edge answers each with its status.
+//! catalog that failed, a fresh read whose buffered rows could not be had, or an SQL element's query that was refused or failed. The HTTP edge answers each with its status.
 
 use crate::catalog::CatalogError;
 use crate::model::Invalid;
@@ -23,6 +23,9 @@ pub enum DownloadError {
     /// The catalog did not answer (500; the cause is logged, never sent).
     #[error("catalog read failed during download: {0}")]
     Catalog(CatalogError),
+    /// A fresh read could not get the rows not yet committed (503).
+    #[error(transparent)]
+    Fresh(#[from] crate::model::fresh::FreshError),
     /// An SQL element's query was refused or failed before the body started.
     #[error(transparent)]
     Sql(#[from] crate::sql::SqlError),

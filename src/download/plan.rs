@@ -2,9 +2,12 @@
 //! team's) and, for a table element, the snapshot of its source table (a fresh one, or the cursor's), the output columns,
 //! the filters (the element's, then the request's), the row limit and the start position.
 
+use arrow::record_batch::RecordBatch;
+
 use crate::catalog::{Catalog, CatalogError, DataFile, Element, SnapshotId};
 use crate::model::Invalid;
 use crate::model::TeamId;
+use crate::model::fresh::LentRows;
 use crate::model::naming::STANDARD_COLUMNS;
 use crate::model::schema::{Column, ColumnType, TableSchema};
 use crate::warehouse::reader::Position;
@@ -28,7 +31,9 @@ pub struct Plan {
     pub filters: Vec<Filter>,
     /// Snapshot of the table's files, in row order.
     pub files: Vec<DataFile>,
-    /// Which snapshot that is (for cursors).
+    /// A fresh read's rows not yet in those files, read after them (SPEC §3.5).
+    pub buffered: Vec<RecordBatch>,
+    /// Which snapshot that is (for cursors; `None` for a fresh read, which hands out none).
     pub snapshot: Option<SnapshotId>,
     /// Most rows to return.
     pub limit: Option<usize>,
@@ -88,12 +93,15 @@ pub fn element(
         .ok_or(DownloadError::NotFound)
 }
 
-/// Builds the plan of a table element, or the client error that explains why not.
+/// Builds the plan of a table element, or the client error that explains why not. `lent`:
+/// a fresh read's rows of the element's table, lent before this snapshot is taken; those
+/// the snapshot's files already hold are dropped, and their columns widen the table's.
 pub fn plan(
     catalog: &Catalog,
     team: &TeamId,
     element: Element,
     req: &DownloadRequest,
+    lent: Option<&LentRows>,
 ) -> Result<Plan, DownloadError> {
     let fingerprint = cursor::fingerprint(&element.id, &req.columns, &req.filters);
     let resume = req
@@ -107,8 +115,8 @@ pub fn plan(
             Err(CatalogError::Refused(msg)) => return Err(DownloadError::CursorExpired(msg)),
             Err(e) => return Err(DownloadError::Catalog(e)),
         };
-    let (schema, files, snapshot) = match snapshot {
-        Some(s) => (s.schema, s.files, Some(s.as_of)),
+    let (mut schema, files, snapshot, watermark) = match snapshot {
+        Some(s) => (s.schema, s.files, Some(s.as_of), s.wal_watermark),
         None if element.source == "tracks" => {
             let columns = ["id", "event", "event_text", "timestamp", "received_at"]
                 .iter()
@@ -117,9 +125,16 @@ pub fn plan(
                     ty: standard_type(n).expect("standard"),
                 })
                 .collect();
-            (TableSchema { columns }, Vec::new(), None)
+            (TableSchema { columns }, Vec::new(), None, 0)
         }
-        None => (TableSchema::default(), Vec::new(), None),
+        None => (TableSchema::default(), Vec::new(), None, 0),
+    };
+    let (buffered, snapshot) = match lent {
+        Some(rows) => {
+            schema.merge(&rows.schema());
+            (rows.uncommitted(watermark), None)
+        }
+        None => (Vec::new(), snapshot),
     };
     let typed = |name: &str| Column {
         name: name.to_string(),
@@ -161,6 +176,7 @@ pub fn plan(
         read: TableSchema { columns: read },
         filters,
         files,
+        buffered,
         snapshot,
         limit: limit.map(|l| l.min(usize::MAX as u64) as usize),
         start: resume.map(|c| c.pos),

@@ -42,6 +42,7 @@ pub async fn start(
     element: &Element,
     sql: &str,
     req: &DownloadRequest,
+    fresh: bool,
 ) -> Result<SqlDownload, DownloadError> {
     if req.cursor.is_some() {
         return Err(Invalid::new(
@@ -54,7 +55,7 @@ pub async fn start(
     }
     let none = serde_json::Map::new();
     let params = req.params.as_ref().unwrap_or(&none);
-    let result = engine.run(team, sql, params).await?;
+    let result = engine.run(team, sql, params, fresh).await?;
     let all = &result.schema.columns;
     let columns = plan::select(all, req.columns.as_deref())?;
     let filters = match &req.filters {

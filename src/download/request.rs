@@ -33,6 +33,10 @@ pub struct DownloadRequest {
     /// Values of an SQL element's `$name` parameters.
     #[serde(default)]
     pub params: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Include events acknowledged but not yet committed (SPEC §3.5); `None`: the element's
+    /// default.
+    #[serde(default)]
+    pub fresh: Option<bool>,
 }
 
 /// Parses and checks the body.
@@ -61,6 +65,13 @@ pub fn parse(body: &[u8]) -> Result<DownloadRequest, Invalid> {
         let field = e.path().to_string();
         Invalid::new("invalid_field", format!("{field}: {}", e.inner())).field(field)
     })?;
+    if req.fresh == Some(true) && req.cursor.is_some() {
+        return Err(Invalid::new(
+            "fresh_with_cursor",
+            "a fresh read cannot resume from a cursor (cursors page over committed files); drop one of them",
+        )
+        .field("fresh"));
+    }
     Ok(req)
 }
 
@@ -93,5 +104,10 @@ mod tests {
                 .unwrap()
                 .int64_as_string
         );
+        let e =
+            parse(br#"{"canvasId":"c","elementId":"e","fresh":true,"cursor":"x"}"#).unwrap_err();
+        assert_eq!(e.code, "fresh_with_cursor");
+        let e = parse(br#"{"canvasId":"c","elementId":"e","fresh":"yes"}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("fresh"));
     }
 }

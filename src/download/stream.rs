@@ -122,7 +122,7 @@ async fn produce(
         // The text encoders take strings as views: no copy of each value while decoding.
         string_views: encoder.parallel().is_some(),
     };
-    let reader = TableReader::new(store, plan.files, spec);
+    let reader = TableReader::new(store, plan.files, spec).with_buffered(plan.buffered);
     let sent = match encoder.parallel() {
         Some(rows_of) => pipelined(reader, rows_of, &mut *encoder, &mut out, buf).await?,
         None => in_turn(reader, &mut *encoder, &mut out, buf).await?,

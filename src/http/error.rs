@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::accounts::AccountError;
 use crate::download::DownloadError;
 use crate::model::Invalid;
+use crate::model::fresh::FreshError;
 use crate::sql::SqlError;
 
 /// A client-visible error. Internal causes are logged, never sent.
@@ -201,6 +202,7 @@ impl From<DownloadError> for ApiError {
                 ApiError::internal()
             }
             DownloadError::Sql(e) => e.into(),
+            DownloadError::Fresh(e) => e.into(),
         }
     }
 }
@@ -214,7 +216,7 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             SqlError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
-            SqlError::Catalog(_) => StatusCode::SERVICE_UNAVAILABLE,
+            SqlError::Catalog(_) | SqlError::Fresh(_) => StatusCode::SERVICE_UNAVAILABLE,
             SqlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -233,11 +235,23 @@ impl From<SqlError> for ApiError {
             SqlError::Busy(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", msg)
                 .retry_after(Duration::from_secs(1)),
             SqlError::Catalog(c) => ApiError::catalog_unavailable(&c, Duration::from_secs(1)),
+            SqlError::Fresh(e) => e.into(),
             SqlError::Internal(cause) => {
                 tracing::error!(error = %cause, "SQL query failed inside the service");
                 ApiError::internal()
             }
         }
+    }
+}
+
+impl From<FreshError> for ApiError {
+    fn from(e: FreshError) -> Self {
+        let code = match e {
+            FreshError::Unavailable(_) => "fresh_unavailable",
+            FreshError::Timeout(_) => "fresh_timeout",
+        };
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, code, e.to_string())
+            .retry_after(Duration::from_secs(1))
     }
 }
 

@@ -12,6 +12,7 @@ use crate::accounts::Accounts;
 use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::ingest::Ingest;
+use crate::model::fresh::Buffers;
 use crate::sql::SqlEngine;
 
 /// Everything handlers share, behind one `Arc`: extracting it per request costs one reference
@@ -42,6 +43,8 @@ pub struct Shared {
     pub catalog: Arc<Catalog>,
     /// Event ingestion.
     pub ingest: Arc<Ingest>,
+    /// Where fresh reads get the rows not yet committed (SPEC §3.5).
+    pub buffers: Arc<dyn Buffers>,
     /// The warehouse.
     pub store: Arc<dyn ObjectStore>,
     /// Sign-in, sessions and team management.

@@ -32,6 +32,8 @@ enum Planned {
         team: TeamId,
         /// The request (params, columns, filters, limit).
         req: DownloadRequest,
+        /// Include rows not yet committed.
+        fresh: bool,
     },
 }
 
@@ -58,23 +60,49 @@ pub async fn download(
         int64_as_string: req.int64_as_string,
     };
     let catalog = state.catalog.clone();
-    let planned = tokio::task::spawn_blocking(move || {
+    let (element, req, team) = tokio::task::spawn_blocking(move || {
         let element = plan::element(&catalog, &team, &req)?;
-        Ok::<_, DownloadError>(match element.sql.clone() {
-            Some(sql) => Planned::Sql {
-                element,
-                sql,
-                team,
-                req,
-            },
-            None => Planned::Table(plan::plan(&catalog, &team, element, &req)?),
-        })
+        Ok::<_, DownloadError>((element, req, team))
     })
     .await
     .map_err(|e| {
         error!(error = %e, "download planning panicked");
         ApiError::internal()
     })??;
+    let fresh = req.fresh.unwrap_or(element.fresh);
+    let planned = match element.sql.clone() {
+        Some(sql) => Planned::Sql {
+            element,
+            sql,
+            team,
+            req,
+            fresh,
+        },
+        None => {
+            // Lent before the snapshot is taken (SPEC §3.5): the snapshot's watermark then
+            // tells which lent rows its files already hold.
+            let lent = match fresh {
+                true => Some(
+                    state
+                        .buffers
+                        .lend(&team, std::slice::from_ref(&element.source))
+                        .await
+                        .map_err(DownloadError::from)?
+                        .table(&element.source),
+                ),
+                false => None,
+            };
+            let catalog = state.catalog.clone();
+            tokio::task::spawn_blocking(move || {
+                plan::plan(&catalog, &team, element, &req, lent.as_ref()).map(Planned::Table)
+            })
+            .await
+            .map_err(|e| {
+                error!(error = %e, "download planning panicked");
+                ApiError::internal()
+            })??
+        }
+    };
     let internal = |e: &dyn std::fmt::Display| {
         error!(error = %e, "cannot start the download encoder");
         ApiError::internal()
@@ -98,8 +126,9 @@ pub async fn download(
             sql,
             team,
             req,
+            fresh,
         } => {
-            let started = query::start(&state.sql, &team, &element, &sql, &req).await?;
+            let started = query::start(&state.sql, &team, &element, &sql, &req, fresh).await?;
             let encoder =
                 encode::encoder(format, &started.columns, opts).map_err(|e| internal(&e))?;
             query::body(started, encoder, compressor)

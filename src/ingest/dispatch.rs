@@ -17,7 +17,7 @@ use super::control::Control;
 use super::ctx::TeamCtx;
 use super::event::EventRows;
 use super::supervisor::{Supervisor, SupervisorMsg};
-use super::team::{Logged, TeamActor, TeamArgs, TeamMsg};
+use super::team::{LendRequest, Logged, TeamActor, TeamArgs, TeamMsg};
 use crate::model::TeamId;
 use crate::wal::{Wal, Written};
 
@@ -32,6 +32,9 @@ pub enum Payload {
     },
     /// A marker: flush every team once everything queued before it is dispatched, then reply.
     FlushBarrier(oneshot::Sender<()>),
+    /// A marker: once everything queued before it is dispatched, the entry's team lends its
+    /// uncommitted rows to a fresh read.
+    Lend(LendRequest),
 }
 
 /// Most logged events handed on in one go (one actor message per team among them).
@@ -134,6 +137,10 @@ impl Dispatcher {
                     self.send(std::mem::take(pending)).await;
                     self.control(Control::FlushAll(reply)).await;
                 }
+                Payload::Lend(req) => {
+                    self.send(std::mem::take(pending)).await;
+                    self.lend(w.team, req).await;
+                }
                 Payload::Event { rows, bytes } => {
                     self.last_dispatched.insert(w.team.clone(), w.seq);
                     self.dispatched_through = self.dispatched_through.max(w.seq);
@@ -187,6 +194,30 @@ impl Dispatcher {
                 self.spawn(&team, Some(last)).await;
             }
         }
+    }
+
+    /// Hands a fresh read's request to the team's actor, after every event dispatched before
+    /// it. No actor and nothing to rebuild: nothing is buffered. A dead actor is restarted
+    /// from the WAL first (it answers once rebuilt); if that fails the reply is dropped and the
+    /// read fails rather than miss rows.
+    async fn lend(&mut self, team: TeamId, mut req: LendRequest) {
+        if let Some(actor) = self.actors.get(&team) {
+            match actor.cast(TeamMsg::Lend(req)) {
+                Ok(()) => return,
+                Err(ractor::MessagingErr::SendErr(TeamMsg::Lend(back))) => req = back,
+                Err(_) => return,
+            }
+            self.actors.remove(&team);
+            self.needs_rebuild.insert(team.clone());
+        }
+        if self.needs_rebuild.contains(&team) {
+            let through = self.last_dispatched.get(&team).copied();
+            if let Some(actor) = self.spawn(&team, through).await {
+                let _ = actor.cast(TeamMsg::Lend(req));
+            }
+            return;
+        }
+        let _ = req.reply.send(Default::default());
     }
 
     async fn spawn(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::TimestampMicrosecondType;
+use arrow::datatypes::{DataType, Int64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::ObjectStore;
@@ -19,7 +19,9 @@ use crate::catalog::{Catalog, CatalogError, NewDataFile};
 use crate::config::ParquetConfig;
 use crate::model::TeamId;
 use crate::model::schema::TableSchema;
+use crate::model::text;
 use crate::warehouse::layout::{self, DataFilePath};
+use crate::warehouse::reader::align;
 use crate::warehouse::writer;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -44,8 +46,9 @@ pub struct FlushCtx {
 pub struct FlushJob {
     /// Whose.
     pub team: TeamId,
-    /// One batch per table, rows in ingestion order.
-    pub tables: Vec<(String, RecordBatch)>,
+    /// Batches per table, rows in ingestion order (more than one when fresh reads froze the
+    /// buffer between appends; their schemas may differ, older ones narrower).
+    pub tables: Vec<(String, Vec<RecordBatch>)>,
     /// Highest WAL sequence number in these buffers: committed with the files.
     pub watermark: u64,
 }
@@ -174,8 +177,10 @@ where
 /// Encodes every table's batch, one file per `received_at` day.
 fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)>, String> {
     let mut out = Vec::new();
-    for (table, batch) in &job.tables {
-        for (day, part) in split_by_day(batch) {
+    for (table, batches) in &job.tables {
+        let batch = concat_widened(batches)
+            .map_err(|e| format!("joining the buffered batches of {table} failed: {e}"))?;
+        for (day, part) in split_by_day(&batch) {
             let date = chrono::DateTime::from_timestamp_micros(day * MICROS_PER_DAY)
                 .expect("day is in range")
                 .date_naive();
@@ -204,6 +209,39 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
         }
     }
     Ok(out)
+}
+
+/// One batch of `batches` under their merged (widened) schema. A float64 column stays text
+/// where any batch stores it as text or holds integers float64 cannot hold exactly, as the
+/// buffer itself and compaction keep it.
+fn concat_widened(batches: &[RecordBatch]) -> Result<RecordBatch, arrow::error::ArrowError> {
+    if let [one] = batches {
+        return Ok(one.clone());
+    }
+    let mut schema = TableSchema::default();
+    let mut as_text = std::collections::HashSet::new();
+    for b in batches {
+        schema.merge(&TableSchema::from_arrow(&b.schema()));
+        for (field, col) in b.schema().fields().iter().zip(b.columns()) {
+            let inexact = match field.data_type() {
+                DataType::Utf8 => true,
+                DataType::Int64 => col
+                    .as_primitive::<Int64Type>()
+                    .iter()
+                    .any(|v| v.is_some_and(|v| !text::int_is_safe_in_float(v))),
+                _ => false,
+            };
+            if inexact {
+                as_text.insert(field.name().clone());
+            }
+        }
+    }
+    let target = schema.to_arrow_keeping_text(&as_text);
+    let aligned = batches
+        .iter()
+        .map(|b| align(b, &target))
+        .collect::<Result<Vec<_>, _>>()?;
+    arrow::compute::concat_batches(&target, &aligned)
 }
 
 /// Splits rows by the UTC day of `received_at`, keeping row order within each day.

@@ -8,6 +8,7 @@
 //! other in a loop. [`Ingest::submit`] is the one acknowledgement point.
 
 pub mod admission;
+pub mod buffered;
 pub mod cadence;
 pub mod control;
 pub mod ctx;
@@ -31,12 +32,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{error, info};
 
 use crate::catalog::Catalog;
 use crate::config::{AckMode, Config};
 use crate::model::TeamId;
+use crate::model::fresh::{Buffers, FreshError, Lent};
 use crate::wal::{self, Append, Entry, Recovered, Wal, WalError, WalOptions, Written};
 use admission::Admission;
 use control::Control;
@@ -318,6 +321,35 @@ impl Ingest {
         let _ = rx.await;
     }
 
+    /// Every row of `tables` of `team` acknowledged before the call and maybe not committed
+    /// (SPEC §3.5). The request travels through the WAL queue as a marker, like
+    /// [`Ingest::flush_all`], so events acknowledged but still queued are included.
+    pub async fn lend(&self, team: &TeamId, tables: &[String]) -> Result<Lent, FreshError> {
+        let (tx, rx) = oneshot::channel();
+        let marker = Append::one(
+            Entry {
+                team: team.clone(),
+                flags: wal::record::FLAG_MARKER,
+                received_at: 0,
+                id: String::new(),
+                body: Bytes::new(),
+                payload: Payload::Lend(team::LendRequest {
+                    tables: tables.to_vec(),
+                    reply: tx,
+                }),
+            },
+            false,
+        );
+        self.wal
+            .append(marker)
+            .map_err(|e| FreshError::Unavailable(e.to_string()))?;
+        rx.await.map_err(|_| {
+            FreshError::Unavailable(
+                "the team's buffer could not be read (its writer restarted); retry".into(),
+            )
+        })
+    }
+
     /// Fault injection for tests of supervision: makes `team`'s actor panic.
     #[doc(hidden)]
     pub fn crash_team_actor(&self, team: &TeamId) {
@@ -343,6 +375,16 @@ impl Ingest {
     /// Number of running team actors.
     pub fn active_teams(&self) -> usize {
         self.active_teams.load(Ordering::Relaxed)
+    }
+}
+
+impl Buffers for Ingest {
+    fn lend<'a>(
+        &'a self,
+        team: &'a TeamId,
+        tables: &'a [String],
+    ) -> BoxFuture<'a, Result<Lent, FreshError>> {
+        Box::pin(Ingest::lend(self, team, tables))
     }
 }
 

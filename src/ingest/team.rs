@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
+use super::buffered::BufferedTable;
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
 use super::ctx::TeamCtx;
@@ -20,7 +21,7 @@ use super::flush::{self, FlushJob};
 use super::replay;
 use super::tuning::Effective;
 use crate::model::TeamId;
-use crate::warehouse::buffer::TableBuffer;
+use crate::model::fresh::{Lent, LentChunk, LentRows};
 
 /// Why an event was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +70,22 @@ pub enum TeamMsg {
     Crash,
     /// The WAL records to rebuild the buffer from (after a restart), or why they could not be read.
     Rebuilt(Result<Vec<(u64, EventRows)>, String>),
+    /// Lend the rows of these tables not yet committed (a fresh read, SPEC §3.5).
+    Lend(LendRequest),
+}
+
+/// A fresh read's request for a team's uncommitted rows.
+pub struct LendRequest {
+    /// The tables the read needs.
+    pub tables: Vec<String>,
+    /// Where the lent rows go.
+    pub reply: tokio::sync::oneshot::Sender<Lent>,
+}
+
+/// The running flush's rows, kept for fresh reads until it commits.
+struct InFlight {
+    tables: HashMap<String, Vec<arrow::record_batch::RecordBatch>>,
+    watermark: u64,
 }
 
 /// The actor (state lives in [`TeamState`]).
@@ -91,7 +108,9 @@ pub struct TeamState {
     /// This team's flush triggers and budget (re-read on [`TeamMsg::Retune`]).
     tuning: Effective,
     /// Buffered rows per table.
-    tables: HashMap<String, TableBuffer>,
+    tables: HashMap<String, BufferedTable>,
+    /// The running flush's rows (lent to fresh reads until it commits).
+    inflight: Option<InFlight>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
     buffered_bytes: u64,
     /// WAL range of the buffered rows.
@@ -119,6 +138,7 @@ pub struct TeamState {
     rebuilding: bool,
     stash: Vec<Logged>,
     stashed_flushes: Vec<RpcReplyPort<()>>,
+    stashed_lends: Vec<LendRequest>,
 }
 
 impl Actor for TeamActor {
@@ -137,6 +157,7 @@ impl Actor for TeamActor {
             team: args.team,
             ctx: args.ctx,
             tables: HashMap::new(),
+            inflight: None,
             buffered_bytes: 0,
             buffer_first_seq: None,
             buffer_last_seq: 0,
@@ -154,6 +175,7 @@ impl Actor for TeamActor {
             rebuilding: false,
             stash: Vec::new(),
             stashed_flushes: Vec::new(),
+            stashed_lends: Vec::new(),
         };
         if let Some(through) = args.rebuild_through {
             // Read the WAL off the actor's start-up: waiting for a dead actor's flush (maybe
@@ -192,6 +214,7 @@ impl Actor for TeamActor {
         match msg {
             TeamMsg::Append(events) if state.rebuilding => state.stash.extend(events),
             TeamMsg::Flush(reply) if state.rebuilding => state.stashed_flushes.push(reply),
+            TeamMsg::Lend(req) if state.rebuilding => state.stashed_lends.push(req),
             TeamMsg::Timer(_) | TeamMsg::IdleCheck if state.rebuilding => {}
             TeamMsg::Rebuilt(Err(e)) => {
                 return Err(format!("rebuilding team {} from the WAL: {e}", state.team).into());
@@ -211,6 +234,9 @@ impl Actor for TeamActor {
                 for reply in std::mem::take(&mut state.stashed_flushes) {
                     state.request_flush(&myself, reply);
                 }
+                for req in std::mem::take(&mut state.stashed_lends) {
+                    state.lend(req);
+                }
                 if state.over_size_trigger() {
                     state.start_flush(&myself);
                 }
@@ -224,6 +250,7 @@ impl Actor for TeamActor {
                 }
             }
             TeamMsg::Flush(reply) => state.request_flush(&myself, reply),
+            TeamMsg::Lend(req) => state.lend(req),
             TeamMsg::Retune => state.retune(&myself),
             TeamMsg::Timer(generation) if generation == state.timer_gen => {
                 // A quiet team's small buffer may wait for company (`cadence`).
@@ -241,6 +268,7 @@ impl Actor for TeamActor {
             TeamMsg::Timer(_) => {}
             TeamMsg::FlushDone(number, watermark) => {
                 state.completed = number;
+                state.inflight = None;
                 state.inflight_first_seq = None;
                 state.inflight_first_at = None;
                 let (ready, waiting): (Vec<_>, Vec<_>) =
@@ -317,6 +345,33 @@ impl TeamState {
         }
     }
 
+    /// Lends the rows of the asked tables: the running flush's (until it commits) and the
+    /// buffer's, frozen into batches the reader shares.
+    fn lend(&mut self, req: LendRequest) {
+        let mut lent = Lent::default();
+        for table in &req.tables {
+            let mut rows = LentRows::default();
+            if let Some(flight) = &self.inflight
+                && let Some(batches) = flight.tables.get(table)
+            {
+                rows.chunks.push(LentChunk {
+                    batches: batches.clone(),
+                    through_seq: flight.watermark,
+                });
+            }
+            if let Some(buffered) = self.tables.get_mut(table) {
+                rows.chunks.push(LentChunk {
+                    batches: buffered.lend(),
+                    through_seq: self.buffer_last_seq,
+                });
+            }
+            if !rows.chunks.is_empty() {
+                lent.tables.insert(table.clone(), rows);
+            }
+        }
+        let _ = req.reply.send(lent);
+    }
+
     fn over_size_trigger(&self) -> bool {
         // Flush before the team's admission budget fills, whatever `flush.max_bytes` says, so
         // a burst meets a flush rather than a wall of 429s.
@@ -386,10 +441,14 @@ impl TeamState {
         let tables: Vec<_> = self
             .tables
             .drain()
-            .map(|(name, mut buf)| (name, buf.take_batch()))
+            .map(|(name, mut buf)| (name, buf.take()))
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
         let watermark = self.buffer_last_seq;
+        self.inflight = Some(InFlight {
+            tables: tables.iter().cloned().collect(),
+            watermark,
+        });
         self.inflight_first_seq = self.buffer_first_seq.take();
         self.inflight_first_at = self.buffer_first_at.take();
         self.timer_gen += 1;

@@ -2,12 +2,14 @@
 //! Ids ([`ids`]), time values ([`time`]), the row model ([`value`]: a typed `Value`, a named
 //! `Cell`) and how a JSON object becomes typed cells ([`flatten`]), warehouse names
 //! ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
-//! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), and input refused by a rule ([`invalid`]). Ingest, download, the
+//! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused by a rule ([`invalid`]), and the rows a writer lends to fresh reads
+//! ([`fresh`]). Ingest, download, the
 //! warehouse, the WAL and the catalog all build on these, so the arrows between them run one
 //! way: http → ingest/download → warehouse/wal → catalog → model.
 
 pub mod filter;
 pub mod flatten;
+pub mod fresh;
 pub mod ids;
 pub mod invalid;
 pub mod naming;

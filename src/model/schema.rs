@@ -157,6 +157,24 @@ impl TableSchema {
         )]))
     }
 
+    /// The Arrow schema of a file written from parts with this merged schema: a float64 column
+    /// named in `as_text` (some part stores it as text, or holds integers float64 cannot hold
+    /// exactly) is stored as text ([`TableSchema::float_as_text`]), as a flush stores it.
+    pub fn to_arrow_keeping_text(&self, as_text: &std::collections::HashSet<String>) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns
+                .iter()
+                .map(|c| {
+                    if c.ty == ColumnType::Float64 && as_text.contains(&c.name) {
+                        TableSchema::float_as_text(&c.name)
+                    } else {
+                        Field::new(&c.name, c.ty.arrow(), true)
+                    }
+                })
+                .collect::<Vec<_>>(),
+        ))
+    }
+
     /// The Arrow schema (every column nullable).
     pub fn to_arrow(&self) -> SchemaRef {
         Arc::new(Schema::new(

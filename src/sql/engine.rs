@@ -37,6 +37,7 @@ use super::{guard, output, params};
 use crate::catalog::Catalog;
 use crate::config::SqlConfig;
 use crate::model::TeamId;
+use crate::model::fresh::Buffers;
 use crate::model::schema::TableSchema;
 
 /// Runs SQL element queries for every team.
@@ -51,6 +52,8 @@ pub struct SqlEngine {
 struct Inner {
     catalog: Arc<Catalog>,
     store: Arc<dyn ObjectStore>,
+    /// Where fresh reads get rows not yet committed (none: fresh reads are refused).
+    buffers: Option<Arc<dyn Buffers>>,
     limits: SqlConfig,
     /// Rows per batch read and produced.
     batch_rows: usize,
@@ -85,6 +88,7 @@ impl SqlEngine {
             inner: Arc::new(Inner {
                 catalog,
                 store,
+                buffers: None,
                 limits,
                 batch_rows,
             }),
@@ -92,10 +96,25 @@ impl SqlEngine {
         }
     }
 
+    /// Fresh reads (SPEC §3.5) get the rows not yet committed from `buffers`.
+    pub fn with_buffers(self, buffers: Arc<dyn Buffers>) -> Self {
+        let inner = Inner {
+            catalog: self.inner.catalog.clone(),
+            store: self.inner.store.clone(),
+            buffers: Some(buffers),
+            limits: self.inner.limits.clone(),
+            batch_rows: self.inner.batch_rows,
+        };
+        Self {
+            inner: Arc::new(inner),
+            slots: self.slots,
+        }
+    }
+
     /// Checks `sql` against the team's current tables without running it: the output schema
     /// and the names of its parameters, or why it would be refused.
     pub async fn check(&self, team: &TeamId, sql: &str) -> Result<Checked, SqlError> {
-        let planned = self.inner.plan(team, sql).await?;
+        let planned = self.inner.plan(team, sql, false).await?;
         let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
             .map_err(SqlError::Invalid)?;
         Ok(Checked {
@@ -105,12 +124,14 @@ impl SqlEngine {
     }
 
     /// Starts `sql` for `team` with `given` parameters, on the query runtime; returns once the
-    /// first batch is computed (or the query failed, or its deadline passed).
+    /// first batch is computed (or the query failed, or its deadline passed). `fresh`: the
+    /// tables include the rows acknowledged but not yet committed (SPEC §3.5).
     pub async fn run(
         &self,
         team: &TeamId,
         sql: &str,
         given: &serde_json::Map<String, serde_json::Value>,
+        fresh: bool,
     ) -> Result<QueryResult, SqlError> {
         let permit = self.slot(team)?;
         let limit = self.inner.limits.timeout.0;
@@ -122,6 +143,7 @@ impl SqlEngine {
             team: team.clone(),
             sql: sql.to_string(),
             given: given.clone(),
+            fresh,
         };
         let task = AbortOnDrop(executor::runtime().spawn(job.run(schema_tx, tx)));
         let schema = match tokio::time::timeout_at(deadline, schema_rx).await {
@@ -165,6 +187,7 @@ struct Job {
     team: TeamId,
     sql: String,
     given: serde_json::Map<String, serde_json::Value>,
+    fresh: bool,
 }
 
 impl Job {
@@ -176,7 +199,7 @@ impl Job {
         tx: mpsc::Sender<Result<RecordBatch, SqlError>>,
     ) {
         let begun = async {
-            let planned = self.inner.plan(&self.team, &self.sql).await?;
+            let planned = self.inner.plan(&self.team, &self.sql, self.fresh).await?;
             let plan = params::bind(planned.plan, &self.given)?;
             let schema =
                 output::warehouse_schema(plan.schema().as_arrow()).map_err(SqlError::Invalid)?;
@@ -213,11 +236,27 @@ impl Job {
 }
 
 impl Inner {
-    /// Parses, checks and plans `sql` in a fresh session holding the tables it names.
-    async fn plan(&self, team: &TeamId, sql: &str) -> Result<Planned, SqlError> {
+    /// Parses, checks and plans `sql` in a new session holding the tables it names (with
+    /// their rows not yet committed when `fresh`: lent before the snapshots are taken, so each
+    /// table's snapshot decides which lent rows its files already hold).
+    async fn plan(&self, team: &TeamId, sql: &str, fresh: bool) -> Result<Planned, SqlError> {
         let state = self.session()?;
         let checked = guard::check(&state, sql)?;
         let ctx = SessionContext::new_with_state(state);
+        let lent = match (fresh, &self.buffers) {
+            (false, _) => None,
+            (true, Some(buffers)) => Some(
+                buffers
+                    .lend(team, &checked.tables)
+                    .await
+                    .map_err(SqlError::Fresh)?,
+            ),
+            (true, None) => {
+                return Err(SqlError::Internal(
+                    "fresh reads have no buffers here".into(),
+                ));
+            }
+        };
         let catalog = self.catalog.clone();
         let (team_id, names) = (team.clone(), checked.tables.clone());
         let snapshots = tokio::task::spawn_blocking(move || {
@@ -229,13 +268,22 @@ impl Inner {
         .await
         .map_err(|e| SqlError::Internal(format!("snapshot task failed: {e}")))??;
         for (snapshot, name) in snapshots {
-            // A table that has never received data does not exist yet: the planner says so.
-            let Some(snapshot) = snapshot else { continue };
-            let table = SnapshotTable::new(
-                snapshot.schema.to_arrow(),
-                snapshot.files,
-                self.store.clone(),
-            );
+            let rows = lent.as_ref().map(|l| l.table(&name)).unwrap_or_default();
+            let table = match snapshot {
+                Some(s) => {
+                    let mut schema = s.schema;
+                    schema.merge(&rows.schema());
+                    SnapshotTable::new(schema.to_arrow(), s.files, self.store.clone())
+                        .with_buffered(rows.uncommitted(s.wal_watermark))
+                }
+                // A table that has never received data does not exist yet: the planner says so.
+                None if rows.chunks.is_empty() => continue,
+                // Only buffered so far: nothing of it is committed.
+                None => {
+                    SnapshotTable::new(rows.schema().to_arrow(), Vec::new(), self.store.clone())
+                        .with_buffered(rows.uncommitted(0))
+                }
+            };
             ctx.register_table(name.as_str(), Arc::new(table))
                 .map_err(SqlError::planning)?;
         }

@@ -32,6 +32,9 @@ pub enum SqlError {
     /// The catalog did not answer (500/503; the cause is logged, never sent).
     #[error("catalog read failed: {0}")]
     Catalog(#[from] CatalogError),
+    /// A fresh read could not get the rows not yet committed (503).
+    #[error(transparent)]
+    Fresh(crate::model::fresh::FreshError),
     /// Reading the warehouse or another failure of the service (500; logged, never sent).
     #[error("query failed inside the service: {0}")]
     Internal(String),

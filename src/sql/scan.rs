@@ -4,12 +4,14 @@
 //! download reads them, only the projected and filtered columns are decoded, and row groups the
 //! pushed-down predicates rule out are skipped. The files are split into contiguous runs, one
 //! per partition, so DataFusion reads them in parallel. No LIST of the store ever happens, and
-//! compaction cannot pull a file from under a scan (replaced objects outlive any query).
+//! compaction cannot pull a file from under a scan (replaced objects outlive any query). A fresh
+//! read's rows not yet committed (SPEC §3.5) follow the files in the last partition.
 
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::stats::Precision;
@@ -40,6 +42,8 @@ pub struct SnapshotTable {
     schema: SchemaRef,
     /// Committed files, in row order.
     files: Vec<DataFile>,
+    /// A fresh read's rows not in those files, read after them.
+    buffered: Vec<RecordBatch>,
     store: Arc<dyn ObjectStore>,
 }
 
@@ -49,8 +53,15 @@ impl SnapshotTable {
         Self {
             schema,
             files,
+            buffered: Vec::new(),
             store,
         }
+    }
+
+    /// Also reads `batches` (rows not yet committed, any subset of the columns) after the files.
+    pub fn with_buffered(mut self, batches: Vec<RecordBatch>) -> Self {
+        self.buffered = batches;
+        self
     }
 }
 
@@ -79,8 +90,9 @@ impl TableProvider for SnapshotTable {
 
     fn statistics(&self) -> Option<Statistics> {
         Some(
-            Statistics::new_unknown(&self.schema)
-                .with_num_rows(Precision::Exact(rows(&self.files))),
+            Statistics::new_unknown(&self.schema).with_num_rows(Precision::Exact(
+                rows(&self.files) + buffered_rows(&self.buffered),
+            )),
         )
     }
 
@@ -114,10 +126,16 @@ impl TableProvider for SnapshotTable {
             limit: limit.filter(|_| filters.is_empty()),
             filters,
             runs: runs(&self.files, partitions),
+            buffered: self.buffered.clone(),
             store: self.store.clone(),
             batch_rows: state.config().batch_size(),
         })))
     }
+}
+
+/// Total rows of `batches`.
+fn buffered_rows(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::num_rows).sum()
 }
 
 /// Total rows of `files`.
@@ -155,6 +173,8 @@ struct ScanSpec {
     limit: Option<usize>,
     /// Each partition's files.
     runs: Vec<Vec<DataFile>>,
+    /// Rows not yet committed, read by the last partition after its files.
+    buffered: Vec<RecordBatch>,
     store: Arc<dyn ObjectStore>,
     batch_rows: usize,
 }
@@ -242,6 +262,11 @@ impl ExecutionPlan for SnapshotScan {
                 string_views: false,
             },
         );
+        let reader = if partition + 1 == spec.runs.len() {
+            reader.with_buffered(spec.buffered.clone())
+        } else {
+            reader
+        };
         let batches = futures::stream::unfold(reader, |mut reader| async move {
             match reader.next_batch().await {
                 Ok(Some(batch)) => Some((Ok(batch), reader)),
@@ -260,11 +285,13 @@ impl ExecutionPlan for SnapshotScan {
         _input_stats: &[Arc<Statistics>],
         args: &StatisticsArgs,
     ) -> DfResult<Arc<Statistics>> {
-        let files: Vec<DataFile> = match args.partition() {
-            Some(p) => self.spec.runs.get(p).cloned().unwrap_or_default(),
-            None => self.spec.runs.concat(),
+        let last = self.spec.runs.len().saturating_sub(1);
+        let (files, buffered): (Vec<DataFile>, &[RecordBatch]) = match args.partition() {
+            Some(p) if p == last => (self.spec.runs[p].clone(), &self.spec.buffered),
+            Some(p) => (self.spec.runs.get(p).cloned().unwrap_or_default(), &[]),
+            None => (self.spec.runs.concat(), &self.spec.buffered),
         };
-        let n = rows(&files);
+        let n = rows(&files) + buffered_rows(buffered);
         // The reader's own filters and limit leave fewer rows than the files hold.
         let n = if self.spec.filters.is_empty() && self.spec.limit.is_none() {
             Precision::Exact(n)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow::array::AsArray;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, SchemaRef, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::path::Path;
@@ -26,7 +26,7 @@ use super::writer;
 use crate::catalog::{Catalog, CatalogError, LiveFile, NewDataFile};
 use crate::config::{CompactionConfig, ParquetConfig};
 use crate::model::TeamId;
-use crate::model::schema::{ColumnType, TableSchema};
+use crate::model::schema::TableSchema;
 use crate::model::text;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -331,19 +331,7 @@ fn merge_bytes(inputs: &[Bytes], parquet: &ParquetConfig) -> Result<Merged, BoxE
         as_text.extend(ints_or_text(&builder));
     }
     // A float64 column keeps integers float64 cannot hold exactly as text, like a flush does.
-    let arrow_schema: SchemaRef = Arc::new(Schema::new(
-        schema
-            .columns
-            .iter()
-            .map(|c| {
-                if c.ty == ColumnType::Float64 && as_text.contains(&c.name) {
-                    TableSchema::float_as_text(&c.name)
-                } else {
-                    Field::new(&c.name, c.ty.arrow(), true)
-                }
-            })
-            .collect::<Vec<_>>(),
-    ));
+    let arrow_schema: SchemaRef = schema.to_arrow_keeping_text(&as_text);
     // Made for the first batch, whose values choose each column's encoding.
     let mut w: Option<ArrowWriter<Vec<u8>>> = None;
     let new_writer = |first: &RecordBatch| {

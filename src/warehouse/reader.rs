@@ -3,7 +3,8 @@
 //! files cast to the widened types, columns a file lacks filled with nulls. Filters prune row
 //! groups by statistics and then rows; the limit applies after filtering. The reader can start
 //! at a position (file id, row within the file) and reports the position after the last row it
-//! returned, which is what download cursors carry.
+//! returned, which is what download cursors carry. A fresh read's rows not yet committed
+//! ([`TableReader::with_buffered`]) follow the files, aligned, filtered and limited the same way.
 
 use std::sync::Arc;
 
@@ -96,6 +97,8 @@ pub struct TableReader {
     project: Vec<usize>,
     current: Option<Open>,
     last: Option<Position>,
+    /// In-memory rows read after the files (a fresh read's).
+    buffered: std::vec::IntoIter<RecordBatch>,
 }
 
 impl TableReader {
@@ -117,7 +120,14 @@ impl TableReader {
             project,
             current: None,
             last: None,
+            buffered: Vec::new().into_iter(),
         }
+    }
+
+    /// Reads `batches` (any subset of the table's columns, narrower types) after the files.
+    pub fn with_buffered(mut self, batches: Vec<RecordBatch>) -> Self {
+        self.buffered = batches.into_iter();
+        self
     }
 
     /// Position after the last row returned so far.
@@ -133,7 +143,7 @@ impl TableReader {
             }
             if self.current.is_none() {
                 let Some(file) = self.files.next() else {
-                    return Ok(None);
+                    return self.next_buffered();
                 };
                 let start_row = match self.spec.start {
                     Some(p) if p.file == file.id => p.row,
@@ -179,6 +189,34 @@ impl TableReader {
             });
             return Ok(Some(batch));
         }
+    }
+}
+
+impl TableReader {
+    /// The next non-empty batch of the in-memory rows (after every file), or `None`.
+    fn next_buffered(&mut self) -> Result<Option<RecordBatch>, ReadError> {
+        for raw in self.buffered.by_ref() {
+            let rows = vec![0; raw.num_rows()];
+            let shaped = shape(&raw, &self.spec, &self.project, rows).map_err(|source| {
+                ReadError::Arrow {
+                    path: "(buffered rows)".into(),
+                    source,
+                }
+            })?;
+            let Some((mut batch, _)) = shaped else {
+                continue;
+            };
+            if let Some(rem) = &mut self.remaining {
+                if batch.num_rows() > *rem {
+                    batch = batch.slice(0, *rem);
+                }
+                *rem -= batch.num_rows();
+            }
+            // No position: cursors page over committed files only.
+            self.last = None;
+            return Ok(Some(batch));
+        }
+        Ok(None)
     }
 }
 

@@ -50,6 +50,7 @@ pub const HEADER: &str = "x-stowage-parquet";
 /// in table order, and nothing that selects rows.
 pub fn applies(plan: &Plan) -> bool {
     plan.filters.is_empty()
+        && plan.buffered.is_empty()
         && plan.limit.is_none()
         && plan.start.is_none()
         && plan.columns == plan.table

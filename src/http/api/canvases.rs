@@ -75,8 +75,8 @@ pub async fn elements(
 }
 
 /// 201 with the new element and its share URL: a table element from `{source, name?,
-/// columns?, filters?, limit?}`, an SQL element from `{sql, name?}` (checked now: 400
-/// `invalid_sql` with the planner's message).
+/// columns?, filters?, limit?, fresh?}`, an SQL element from `{sql, name?, fresh?}` (checked
+/// now: 400 `invalid_sql` with the planner's message).
 pub async fn create_element(
     State(state): State<AppState>,
     Protected { caller, .. }: Protected,
