@@ -80,7 +80,7 @@ pub async fn build_state_with_store(
             key: "server.trusted_proxies".into(),
             message,
         })?;
-    let buffers: Arc<dyn crate::model::fresh::Buffers> = ingest.clone();
+    let buffers = fresh_buffers(&config, &catalog, &ingest).await?;
     let sql = Arc::new(
         crate::sql::SqlEngine::new(
             catalog.clone(),
@@ -120,6 +120,35 @@ fn spawn_last_used_writer(catalog: Arc<Catalog>) {
     });
 }
 
+/// Where fresh reads get rows not yet committed: this node's ingest alone (SQLite: one node),
+/// or with a PostgreSQL catalog the cluster's ([`crate::fresh`]); this node is registered as
+/// running and answers other nodes' requests.
+async fn fresh_buffers(
+    config: &Config,
+    catalog: &Arc<Catalog>,
+    ingest: &Arc<Ingest>,
+) -> Result<Arc<dyn crate::model::fresh::Buffers>, StartError> {
+    let registered = catalog.clone();
+    tokio::task::spawn_blocking(move || registered.register_node()).await??;
+    let Some((bus, asks)) = catalog.fresh_bus() else {
+        return Ok(ingest.clone());
+    };
+    if !bus.wait_up(std::time::Duration::from_secs(5)).await {
+        tracing::warn!("the fresh-read channel is not up yet; fresh reads fail until it is");
+    }
+    tokio::spawn(crate::fresh::answer_asks(
+        ingest.clone(),
+        catalog.clone(),
+        asks,
+    ));
+    Ok(Arc::new(crate::fresh::ClusterBuffers::new(
+        ingest.clone(),
+        catalog.clone(),
+        bus,
+        config.read.fresh_timeout.0,
+    )))
+}
+
 /// Serves until `shutdown` resolves, then drains requests and flushes every buffer. `/metrics` is
 /// served on `metrics` (its own listener, never the public one) until then.
 pub async fn serve(
@@ -141,6 +170,13 @@ pub async fn serve(
     }
     tracing::info!("no longer accepting requests; flushing buffers");
     state.ingest.shutdown().await;
+    let catalog = state.catalog.clone();
+    match tokio::task::spawn_blocking(move || catalog.node_stopped()).await {
+        Ok(Ok(())) => {}
+        _ => tracing::warn!(
+            "could not record this node as stopped; other nodes' fresh reads will wait for it"
+        ),
+    }
     tracing::info!("all buffers committed; bye");
     Ok(())
 }

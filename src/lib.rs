@@ -42,6 +42,7 @@ pub mod config;
 pub mod demo;
 pub mod download;
 pub mod files;
+pub mod fresh;
 pub mod http;
 pub mod ingest;
 pub mod model;

@@ -12,55 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::cluster::Cluster;
+use common::cluster::{Cluster, ClusterTeam as Team};
 use common::{ids, status_json, wait_for};
 use serde_json::{Value, json};
 
 const TEAMS: usize = 6;
 const EVENTS_PER_TEAM: usize = 300;
-
-/// A team as the test drives it.
-struct Team {
-    name: String,
-    token: String,
-    key: String,
-    key_id: String,
-    canvas: String,
-    element: String,
-}
-
-fn setup_team(c: &Cluster, i: usize) -> Team {
-    let name = format!("team{i}");
-    let team = c.admin(&["team", "create", "--name", &name]);
-    let team_id = team["id"].as_str().unwrap().to_string();
-    let owner = c.admin(&[
-        "user",
-        "create",
-        "--team",
-        &team_id,
-        "--email",
-        &format!("owner{i}@example.com"),
-        "--name",
-        "owner",
-        "--role",
-        "owner",
-    ]);
-    let owner = owner["id"].as_str().unwrap().to_string();
-    c.admin(&["events", "enable", "--team", &team_id]);
-    let token = c.admin(&["token", "create", "--team", &team_id, "--user", &owner]);
-    let key = c.admin(&["key", "create", "--team", &team_id, "--user", &owner]);
-    let canvas = c.admin(&["canvas", "create", "--team", &team_id, "--name", "c"]);
-    let canvas = canvas["id"].as_str().unwrap().to_string();
-    let element = c.admin(&["element", "create", "--canvas", &canvas, "--table", "step"]);
-    Team {
-        name,
-        token: token["token"].as_str().unwrap().to_string(),
-        key: key["key"].as_str().unwrap().to_string(),
-        key_id: key["id"].as_str().unwrap().to_string(),
-        canvas,
-        element: element["id"].as_str().unwrap().to_string(),
-    }
-}
 
 /// Sends the team's events one after another through nginx; returns the message ids that were
 /// acknowledged (200) and those that were not (their event may or may not be stored; never
@@ -143,9 +100,7 @@ async fn three_nodes_behind_nginx_survive_a_kill_and_agree() {
         .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let mut cluster = Cluster::start(3, env).await;
-    let teams: Vec<Arc<Team>> = (0..TEAMS)
-        .map(|i| Arc::new(setup_team(&cluster, i)))
-        .collect();
+    let teams: Vec<Arc<Team>> = (0..TEAMS).map(|i| Arc::new(cluster.team(i))).collect();
 
     // Which node serves each team's ingestion (nginx's hash of its token).
     let mut home = HashMap::new();

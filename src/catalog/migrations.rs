@@ -287,6 +287,14 @@ ALTER TABLE elements_new RENAME TO elements;
     r#"
 ALTER TABLE elements ADD COLUMN fresh INTEGER NOT NULL DEFAULT 0;
 "#,
+    // 14: the nodes of a cluster, by WAL id (`nodes.rs`); one row with SQLite.
+    r#"
+CREATE TABLE nodes (
+    wal_id     TEXT PRIMARY KEY,
+    started_at INTEGER NOT NULL,
+    stopped_at INTEGER
+);
+"#,
 ];
 
 /// Brings `conn` to the newest schema; safe to run from several processes at once. Foreign-key

@@ -235,6 +235,14 @@ ALTER TABLE elements ADD COLUMN query_schema TEXT;
     r#"
 ALTER TABLE elements ADD COLUMN fresh BIGINT NOT NULL DEFAULT 0;
 "#,
+    // 9 (SQLite's 14): the nodes of a cluster, by WAL id (`nodes.rs`).
+    r#"
+CREATE TABLE nodes (
+    wal_id     TEXT PRIMARY KEY,
+    started_at BIGINT NOT NULL,
+    stopped_at BIGINT
+);
+"#,
 ];
 
 /// Brings the database to the newest schema; safe to run from several nodes at once (they

@@ -14,6 +14,7 @@ mod leases;
 mod links;
 mod migrations;
 mod migrations_pg;
+mod nodes;
 mod pending;
 mod quotas;
 pub mod secrets;
@@ -47,6 +48,7 @@ pub use admin::{
 pub use audit::{AuditEntry, AuditEvent, EventsRequest};
 pub use compaction::LiveFile;
 pub use links::{InviteInfo, LINK_PREFIX, Link, LinkKind};
+pub use nodes::NodeRow;
 pub use quotas::Quotas;
 pub use sessions::{PAT_PREFIX, PatAuth, PatInfo, SESSION_PREFIX, Session, SessionLimits};
 pub use settings::{Change, SettingsChange, TeamSettings};
@@ -158,6 +160,8 @@ pub struct Catalog {
     wal: std::sync::OnceLock<String>,
     /// Ceilings on what owners and members create ([`Catalog::set_quotas`]).
     quotas: std::sync::RwLock<Quotas>,
+    /// How to reach PostgreSQL (`None`: SQLite), for the fresh-read channel.
+    pg: Option<tokio_postgres::Config>,
 }
 
 impl fmt::Debug for Catalog {
@@ -214,6 +218,7 @@ impl Catalog {
             owner: new_owner(),
             wal: std::sync::OnceLock::new(),
             quotas: std::sync::RwLock::new(Quotas::NONE),
+            pg: None,
         })
     }
 
@@ -239,7 +244,7 @@ impl Catalog {
         }
         Ok(Catalog {
             auth: auth::AuthCache::new(
-                Conn::Pg(Box::new(db::PgConn::open(config)?)),
+                Conn::Pg(Box::new(db::PgConn::open(config.clone())?)),
                 Some(listener),
             ),
             conns,
@@ -247,6 +252,7 @@ impl Catalog {
             owner: new_owner(),
             wal: std::sync::OnceLock::new(),
             quotas: std::sync::RwLock::new(Quotas::NONE),
+            pg: Some(config),
         })
     }
 
@@ -264,6 +270,17 @@ impl Catalog {
         let mut conn =
             free.unwrap_or_else(|| self.conns[start].lock().unwrap_or_else(|p| p.into_inner()));
         f(&mut conn)
+    }
+
+    /// The fresh-read channel between nodes and the requests other nodes send on it
+    /// (PostgreSQL; `None` with SQLite, which serves one node).
+    pub fn fresh_bus(
+        &self,
+    ) -> Option<(
+        db::bus::Bus,
+        tokio::sync::mpsc::UnboundedReceiver<db::bus::CommitAsk>,
+    )> {
+        self.pg.clone().map(db::bus::Bus::start)
     }
 
     /// Whether the catalog answers a trivial query.

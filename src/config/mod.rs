@@ -20,6 +20,7 @@ mod limits;
 mod log;
 mod node;
 mod parquet;
+mod read;
 mod server;
 mod sql;
 mod storage;
@@ -37,6 +38,7 @@ pub use self::limits::LimitsConfig;
 pub use self::log::{LogConfig, LogFormat};
 pub use self::node::NodeConfig;
 pub use self::parquet::ParquetConfig;
+pub use self::read::ReadConfig;
 pub use self::server::ServerConfig;
 pub use self::sql::SqlConfig;
 pub use self::storage::StorageConfig;
@@ -71,6 +73,8 @@ pub struct Config {
     pub compaction: CompactionConfig,
     /// SQL element queries: memory, time and concurrency per team.
     pub sql: SqlConfig,
+    /// `[read]`: fresh reads across nodes.
+    pub read: ReadConfig,
     /// Logging.
     pub log: LogConfig,
     /// Sign-in, sessions and one-time links (SPEC §5.1).
@@ -247,6 +251,9 @@ impl Config {
                 "storage.s3_multipart_part_size",
                 "must be greater than zero",
             );
+        }
+        if self.read.fresh_timeout.0.is_zero() {
+            return bad("read.fresh_timeout", "must be greater than zero");
         }
         if self.sql.max_concurrent == 0 {
             return bad("sql.max_concurrent", "must be at least 1");

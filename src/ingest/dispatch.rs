@@ -35,6 +35,9 @@ pub enum Payload {
     /// A marker: once everything queued before it is dispatched, the entry's team lends its
     /// uncommitted rows to a fresh read.
     Lend(LendRequest),
+    /// A marker: flush the entry's team once everything queued before it is dispatched, and
+    /// reply when that is committed (another node's fresh read).
+    FlushTeam(oneshot::Sender<()>),
 }
 
 /// Most logged events handed on in one go (one actor message per team among them).
@@ -141,6 +144,10 @@ impl Dispatcher {
                     self.send(std::mem::take(pending)).await;
                     self.lend(w.team, req).await;
                 }
+                Payload::FlushTeam(reply) => {
+                    self.send(std::mem::take(pending)).await;
+                    self.flush_team(w.team, reply).await;
+                }
                 Payload::Event { rows, bytes } => {
                     self.last_dispatched.insert(w.team.clone(), w.seq);
                     self.dispatched_through = self.dispatched_through.max(w.seq);
@@ -218,6 +225,29 @@ impl Dispatcher {
             return;
         }
         let _ = req.reply.send(Default::default());
+    }
+
+    /// Flushes one team (restarting a dead actor from the WAL first) and replies once its
+    /// buffer is committed; a team with no actor and nothing to rebuild has nothing buffered.
+    async fn flush_team(&mut self, team: TeamId, reply: oneshot::Sender<()>) {
+        let actor = match self.actors.get(&team) {
+            Some(a) => Some(a.clone()),
+            None if self.needs_rebuild.contains(&team) => {
+                let through = self.last_dispatched.get(&team).copied();
+                self.spawn(&team, through).await
+            }
+            None => None,
+        };
+        let Some(actor) = actor else {
+            let _ = reply.send(());
+            return;
+        };
+        tokio::spawn(async move {
+            // A failed call drops `reply`: the asking read fails instead of missing rows.
+            if actor.call(TeamMsg::Flush, None).await.is_ok() {
+                let _ = reply.send(());
+            }
+        });
     }
 
     async fn spawn(

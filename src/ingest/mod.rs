@@ -294,23 +294,26 @@ impl Ingest {
         &self.ctx.progress
     }
 
+    /// Queues a marker carrying `payload` for `team` in the WAL queue: the dispatcher acts on
+    /// it after every event queued before it, so events acknowledged but still queued there
+    /// (buffered acks) count as before it.
+    fn append_marker(&self, team: TeamId, payload: Payload) -> Result<(), WalError> {
+        let marker = Entry {
+            team,
+            flags: wal::record::FLAG_MARKER,
+            received_at: 0,
+            id: String::new(),
+            body: Bytes::new(),
+            payload,
+        };
+        self.wal.append(Append::one(marker, false)).map(|_| ())
+    }
+
     /// Flushes every team and waits until every event acknowledged before the call is
-    /// committed. The request travels through the WAL queue as a marker, so events still
-    /// queued there (buffered acks) are included.
+    /// committed.
     pub async fn flush_all(&self) {
         let (tx, rx) = oneshot::channel();
-        let marker = Append::one(
-            Entry {
-                team: TeamId::from(""),
-                flags: wal::record::FLAG_MARKER,
-                received_at: 0,
-                id: String::new(),
-                body: Bytes::new(),
-                payload: Payload::FlushBarrier(tx),
-            },
-            false,
-        );
-        if let Err(e) = self.wal.append(marker) {
+        if let Err(e) = self.append_marker(TeamId::from(""), Payload::FlushBarrier(tx)) {
             tracing::debug!(error = %e, "WAL closed; flushing directly");
             let (tx, rx) = oneshot::channel();
             if self.control.send(Control::FlushAll(tx)).is_ok() {
@@ -322,30 +325,32 @@ impl Ingest {
     }
 
     /// Every row of `tables` of `team` acknowledged before the call and maybe not committed
-    /// (SPEC §3.5). The request travels through the WAL queue as a marker, like
-    /// [`Ingest::flush_all`], so events acknowledged but still queued are included.
+    /// (SPEC §3.5).
     pub async fn lend(&self, team: &TeamId, tables: &[String]) -> Result<Lent, FreshError> {
         let (tx, rx) = oneshot::channel();
-        let marker = Append::one(
-            Entry {
-                team: team.clone(),
-                flags: wal::record::FLAG_MARKER,
-                received_at: 0,
-                id: String::new(),
-                body: Bytes::new(),
-                payload: Payload::Lend(team::LendRequest {
-                    tables: tables.to_vec(),
-                    reply: tx,
-                }),
-            },
-            false,
-        );
-        self.wal
-            .append(marker)
+        let request = team::LendRequest {
+            tables: tables.to_vec(),
+            reply: tx,
+        };
+        self.append_marker(team.clone(), Payload::Lend(request))
             .map_err(|e| FreshError::Unavailable(e.to_string()))?;
         rx.await.map_err(|_| {
             FreshError::Unavailable(
                 "the team's buffer could not be read (its writer restarted); retry".into(),
+            )
+        })
+    }
+
+    /// Flushes `team` and waits until every event of it acknowledged before the call is
+    /// committed (another node's fresh read asks for this). Errors if the log is closed or the
+    /// team's writer failed meanwhile.
+    pub async fn flush_team(&self, team: &TeamId) -> Result<(), FreshError> {
+        let (tx, rx) = oneshot::channel();
+        self.append_marker(team.clone(), Payload::FlushTeam(tx))
+            .map_err(|e| FreshError::Unavailable(e.to_string()))?;
+        rx.await.map_err(|_| {
+            FreshError::Unavailable(
+                "the team's flush did not complete (its writer restarted); retry".into(),
             )
         })
     }

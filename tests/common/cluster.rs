@@ -288,3 +288,51 @@ pub fn nginx_binary() -> PathBuf {
     }
     PathBuf::from("/usr/sbin/nginx")
 }
+
+/// A team made through the CLI: an owner, events enabled, an events token, a data key, a
+/// canvas and a table element on `step`.
+pub struct ClusterTeam {
+    pub name: String,
+    pub token: String,
+    pub key: String,
+    pub key_id: String,
+    pub canvas: String,
+    pub element: String,
+}
+
+impl Cluster {
+    /// Team number `i` (`team{i}`).
+    pub fn team(&self, i: usize) -> ClusterTeam {
+        let c = self;
+        let name = format!("team{i}");
+        let team = c.admin(&["team", "create", "--name", &name]);
+        let team_id = team["id"].as_str().unwrap().to_string();
+        let owner = c.admin(&[
+            "user",
+            "create",
+            "--team",
+            &team_id,
+            "--email",
+            &format!("owner{i}@example.com"),
+            "--name",
+            "owner",
+            "--role",
+            "owner",
+        ]);
+        let owner = owner["id"].as_str().unwrap().to_string();
+        c.admin(&["events", "enable", "--team", &team_id]);
+        let token = c.admin(&["token", "create", "--team", &team_id, "--user", &owner]);
+        let key = c.admin(&["key", "create", "--team", &team_id, "--user", &owner]);
+        let canvas = c.admin(&["canvas", "create", "--team", &team_id, "--name", "c"]);
+        let canvas = canvas["id"].as_str().unwrap().to_string();
+        let element = c.admin(&["element", "create", "--canvas", &canvas, "--table", "step"]);
+        ClusterTeam {
+            name,
+            token: token["token"].as_str().unwrap().to_string(),
+            key: key["key"].as_str().unwrap().to_string(),
+            key_id: key["id"].as_str().unwrap().to_string(),
+            canvas,
+            element: element["id"].as_str().unwrap().to_string(),
+        }
+    }
+}

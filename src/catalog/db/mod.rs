@@ -15,6 +15,7 @@
 //! see [`postgres`]). One team's writes stay serial on both backends, so within a team commit
 //! order is what data-file ids encode. [`Conn::read_transaction`] reads one consistent snapshot.
 
+pub mod bus;
 pub mod listen;
 pub mod postgres;
 mod sqlite;
