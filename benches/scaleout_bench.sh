@@ -4,6 +4,8 @@
 # transactions (PostgreSQL's xact_commit) and S3 requests (moto's request log).
 #
 #   benches/scaleout_bench.sh 1 && benches/scaleout_bench.sh 3
+#   MODE=fresh FLUSH_INTERVAL=1h benches/scaleout_bench.sh 3   # fresh-read latency and cost
+#                                                             # (benches/fresh_reads.py)
 #
 # Runs the README "Three nodes on one machine" recipe in a temp dir on free ports, then one wrk
 # per team token (-t1 -c16, WRK_SECONDS, default 10) at the same time through nginx; STOWAGE_BIN
@@ -22,7 +24,11 @@ chmod 755 "$W"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
 METRICS=()
+NODE_PIDS=()
 cleanup() {
+  # Nodes first (a stopping node commits its buffers, so the store must still be there).
+  for p in "${NODE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${NODE_PIDS[@]}"; do timeout 30 tail --pid="$p" -f /dev/null 2>/dev/null || kill -9 "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   nginx -p "$W/lb" -c "$W/lb/nginx.conf" -s stop 2>/dev/null || true
   runuser -u nobody -- "$PGBIN/pg_ctl" -D "$W/pg/data" -m fast stop >/dev/null 2>&1 || true
@@ -64,7 +70,7 @@ for i in $(seq "$N"); do
   mp=$(port)
   STOWAGE_NODE__ID=node-$i STOWAGE_SERVER__NODE_HEADER=true STOWAGE_SERVER__METRICS_LISTEN="127.0.0.1:$mp" \
     "$BIN" serve --listen "127.0.0.1:$p" --data-dir "$W/node-$i" > "$W/node-$i.log" 2>&1 &
-  PIDS+=($!)
+  NODE_PIDS+=($!)
   NODES+=("$p")
   METRICS+=("$mp")
   UP+="        server 127.0.0.1:$p max_fails=1 fail_timeout=5s;\n"
@@ -88,6 +94,23 @@ for t in $(seq "$TEAMS"); do
   "$BIN" admin --data-dir "$W/admin" events enable --team "$team" > /dev/null
   TOKENS+=("$("$BIN" admin --json --data-dir "$W/admin" token create --team "$team" --user "$owner" | jq -r .token)")
 done
+if [ "${MODE:-ingest}" = fresh ]; then
+  teams="["
+  for t in $(seq "$TEAMS"); do
+    owner=$("$BIN" admin --json --data-dir "$W/admin" user list --team "t$t" | jq -r '.[0].id // .users[0].id')
+    key=$("$BIN" admin --json --data-dir "$W/admin" key create --team "t$t" --user "$owner" | jq -r .key)
+    canvas=$("$BIN" admin --json --data-dir "$W/admin" canvas create --team "t$t" --name c | jq -r .id)
+    element=$("$BIN" admin --json --data-dir "$W/admin" element create --canvas "$canvas" --table tracks | jq -r .id)
+    [ "$t" -gt 1 ] && teams+=","
+    teams+="{\"token\":\"${TOKENS[$((t - 1))]}\",\"key\":\"$key\",\"canvas\":\"$canvas\",\"element\":\"$element\"}"
+  done
+  teams+="]"
+  "$PY" benches/fresh_reads.py --lb "http://127.0.0.1:$LB" --teams "$teams" --metrics "${METRICS[@]}" \
+    --psql "$PGBIN/psql -h 127.0.0.1 -p $PGPORT -U stowage -d stowage -tAc" \
+    --moto-log "$W/moto.log" --reads "${READS:-50}"
+  echo "nodes=$N teams=$TEAMS cpu: $(uptime)"
+  exit 0
+fi
 homes=""
 for tok in "${TOKENS[@]}"; do
   h=$(curl -s -D - -o /dev/null "http://127.0.0.1:$LB/v1/event" -H "X-Auth-Token: $tok" \

@@ -2,8 +2,8 @@
 //! S3 bucket (moto) behind nginx, flush interval one hour. Events sent through nginx land on
 //! each team's node; a fresh download from every node returns them all, exactly once, while a
 //! plain download sees only committed files. A node killed with SIGKILL makes fresh reads fail
-//! (503 `fresh_timeout`), never miss its events; restarted on its WAL it answers again, and a
-//! node stopped cleanly is no longer waited for.
+//! (503 `fresh_timeout`), never miss its events; restarted on its WAL it answers again, a node
+//! stopped cleanly is no longer waited for, and one gone for good is once an operator forgets it.
 
 mod common;
 
@@ -174,4 +174,21 @@ async fn fresh_reads_see_every_nodes_buffer_or_fail() {
     let (status, doc) = download(&reader, &teams[2], true).await;
     assert_eq!(status, 200, "{doc}");
     exactly(&doc, &sent[&teams[2].name], "after a clean stop");
+    let nodes = cluster.admin(&["node", "list"]);
+    let nodes = nodes["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert_eq!(nodes.iter().filter(|n| !n["stopped_at"].is_null()).count(), 1);
+
+    // A node gone for good (killed, its WAL never coming back) is waited for until an
+    // operator forgets it. Everything it had was committed by the reads above.
+    cluster.nodes[victim].kill9();
+    let (status, _) = download(&reader, &teams[2], true).await;
+    assert_eq!(status, 503);
+    let wal = std::fs::read_to_string(cluster.nodes[victim].data_dir.join("wal/wal.id")).unwrap();
+    cluster.admin(&["node", "forget", wal.trim()]);
+    for t in &teams {
+        let (status, doc) = download(&reader, t, true).await;
+        assert_eq!(status, 200, "{doc}");
+        exactly(&doc, &sent[&t.name], &format!("{} after forgetting a node", t.name));
+    }
 }

@@ -53,6 +53,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: TableCommand,
     },
+    /// The nodes of a cluster (fresh reads wait for each running one).
+    Node {
+        #[command(subcommand)]
+        command: super::nodes::NodeCommand,
+    },
 }
 
 /// `table …`
@@ -271,6 +276,7 @@ fn out(json: Value, human: String) -> Result<Output, AdminError> {
 pub fn run(config: &Config, command: AdminCommand) -> Result<Output, AdminError> {
     let catalog = Catalog::open_location(&Location::of(config)?)?;
     match command {
+        AdminCommand::Node { command } => super::nodes::run(&catalog, command),
         AdminCommand::Team {
             command: TeamCommand::Create { name },
         } => {

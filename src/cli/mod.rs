@@ -5,6 +5,7 @@
 mod admin;
 mod bench;
 mod download;
+mod nodes;
 mod output;
 mod serve;
 mod sql_element;
