@@ -1,7 +1,9 @@
 //! The settings page in a real browser (SPEC §5.1): headless Chromium, driven over WebDriver by
 //! `tests/py/browser_flow.py`, against the real binary over HTTP. The operator makes a team, its
 //! first owner and a table with the CLI; the owner sets a password through the one-time link,
-//! builds a table element, creates a data key that is shown once and downloads with it, revokes
+//! builds a table element, previews a "New SQL table" (a GROUP BY over the table), sees an
+//! invalid query, `DROP TABLE` and a file path refused beside the form with nothing saved, saves
+//! the query, creates a data key that is shown once and downloads both elements with it, revokes
 //! it, gets an events token once the operator enabled events, invites a member who sees no owner
 //! action, and a forged form without the CSRF token is refused. Screenshots of every step go to
 //! `target/screenshots/settings/`. Needs `chromium` and `chromedriver` (`.ci/run` installs them)

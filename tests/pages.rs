@@ -372,3 +372,183 @@ async fn a_used_or_unknown_link_is_gone() {
             .contains("This link can no longer be used")
     );
 }
+
+/// The "New SQL table" form of a signed-in user, saving on `canvas`.
+struct SqlForm<'a> {
+    t: &'a TestServer,
+    http: &'a reqwest::Client,
+    s: &'a Session,
+    canvas: &'a str,
+}
+
+impl SqlForm<'_> {
+    /// Posts `sql` (named "Totals") to `path`, with `csrf` if given.
+    async fn post(&self, path: &str, sql: &str, csrf: Option<&str>) -> (u16, String, String) {
+        let mut form = vec![("canvas", self.canvas), ("sql", sql), ("name", "Totals")];
+        form.extend(csrf.map(|c| ("csrf", c)));
+        post(self.t, self.http, Some(self.s), path, &form).await
+    }
+
+    /// Posts `sql` with the session's token to `path`.
+    async fn send(&self, path: &str, sql: &str) -> (u16, String, String) {
+        self.post(path, sql, Some(&self.s.csrf)).await
+    }
+}
+
+const PREVIEW: &str = "/settings/sql-elements/preview";
+const SAVE: &str = "/settings/sql-elements";
+
+/// `text` as the page's templates escape it.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&#38;")
+        .replace('<', "&#60;")
+        .replace('>', "&#62;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}
+
+/// The "New SQL table" form (SPEC §3.4), for any user of the team as in the API: a preview
+/// shows the query's first rows, escaped, and saves nothing; a query the planner refuses, a
+/// statement that is not a SELECT, a file read, a parameter and an oversized query are each
+/// shown beside the form with their status (never a 500) and the query kept in it; a forged
+/// post is refused; saving creates the element, which the canvas list shows as SQL and which
+/// downloads with a data key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sql_form_previews_refuses_beside_the_form_and_saves() {
+    let (t, http) = server().await;
+    let team = t.seeded.team.clone();
+    user(&t, &team, "member@example.com", Role::Member);
+    let s = sign_in(&t, &http, "member@example.com").await;
+    for (i, (who, amount)) in [("ada", 30.5), ("grace", 12.0), ("ada", 1.5)]
+        .into_iter()
+        .enumerate()
+    {
+        t.send(json!({"event": "purchase", "messageId": format!("p{i}"),
+                      "properties": {"who": who, "amount": amount}}))
+            .await;
+    }
+    t.flush().await;
+    let canvas = t.seeded.canvas.clone();
+    let form = SqlForm {
+        t: &t,
+        http: &http,
+        s: &s,
+        canvas: &canvas,
+    };
+    let elements = || t.catalog().list_elements(&team, None).unwrap();
+    let before = elements().len();
+
+    // A preview: the rows, escaped, in a table under the form; the query still in it.
+    let sql = "SELECT who, SUM(amount) AS total, '<b>' AS tag FROM purchase \
+               GROUP BY who ORDER BY who";
+    let rows = [
+        "<td>ada</td><td class=\"num\">32.0</td><td>&#60;b&#62;</td>",
+        "<td>grace</td><td class=\"num\">12.0</td><td>&#60;b&#62;</td>",
+    ];
+    let (status, _, html) = form.send(PREVIEW, sql).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("All 2 rows of the query"), "{html}");
+    for row in rows {
+        assert!(html.contains(row), "{row} not in {html}");
+    }
+    assert!(!html.contains("<td><b>"), "a cell is escaped");
+    assert!(html.contains(&escaped(sql)), "the query stays in the form");
+    assert!(!html.contains("id=\"sql-error\""), "{html}");
+    assert_eq!(elements().len(), before, "a preview saves nothing");
+
+    // Refusals, by preview and by save: beside the form, with their status, the query kept.
+    let long = format!("SELECT 1 AS one -- {}", "x".repeat(70 * 1024));
+    let refused: [(&str, &str, &str); 6] = [
+        (PREVIEW, "SELECT nope FROM purchase", "nope"),
+        (SAVE, "SELECT nope FROM purchase", "nope"),
+        (SAVE, "DROP TABLE purchase", "a SELECT query is allowed"),
+        (PREVIEW, "SELECT * FROM '/etc/passwd'", "/etc/passwd"),
+        (
+            PREVIEW,
+            "SELECT * FROM purchase WHERE amount > $least",
+            "takes parameters ($least)",
+        ),
+        (SAVE, &long, "at most 65536"),
+    ];
+    for (path, sql, says) in refused {
+        let (status, _, html) = form.send(path, sql).await;
+        assert_eq!(status, 400, "{path} {sql:.60}: {html:.2000}");
+        let error = html
+            .split("id=\"sql-error\"")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no error beside the form for {sql:.60}: {html:.2000}"));
+        let error = &error[..error.find("</div>").unwrap()];
+        assert!(error.contains(&escaped(says)), "{sql:.60}: {error}");
+        assert!(html.contains(&escaped(sql)), "the query stays in the form");
+        assert!(html.contains("Team settings"), "the whole page again");
+    }
+    assert_eq!(elements().len(), before, "a refused query saves nothing");
+    let (status, _, html) = form.send(PREVIEW, sql).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains(rows[0]), "the table is untouched: {html}");
+
+    // Longer than a plain settings form may be, but within the query's own limit.
+    let padded = format!(
+        "SELECT COUNT(*) AS n FROM purchase -- {}",
+        "y".repeat(20 * 1024)
+    );
+    let (status, _, html) = form.send(PREVIEW, &padded).await;
+    assert_eq!(status, 200, "{html:.2000}");
+    assert!(html.contains("<td class=\"num\">3</td>"), "{html:.2000}");
+
+    // Another team's canvas is no canvas of this team.
+    let other = t.catalog().create_team("other").unwrap();
+    let theirs = t.catalog().create_canvas(&other, "theirs").unwrap();
+    let elsewhere = SqlForm {
+        canvas: &theirs,
+        ..form
+    };
+    let (status, _, html) = elsewhere.send(SAVE, sql).await;
+    assert_eq!(status, 404, "{html}");
+    assert!(html.contains("no longer exists"), "{html}");
+
+    // Forged posts: no token, a wrong one, another site.
+    for forged in [None, Some("wrong")] {
+        let (status, _, html) = form.post(SAVE, sql, forged).await;
+        assert_eq!(status, 403);
+        assert!(html.contains("This form has expired"), "{html}");
+    }
+    let resp = http
+        .post(t.url(PREVIEW))
+        .header("cookie", &s.cookie)
+        .header("origin", "https://evil.example")
+        .form(&[("canvas", canvas.as_str()), ("sql", sql), ("csrf", &s.csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(elements().len(), before, "nothing forged was saved");
+
+    // Save: back to the canvas list, where the element is marked SQL with its query.
+    let (status, location, _) = form.send(SAVE, sql).await;
+    assert_eq!((status, location.as_str()), (303, "/settings#canvases"));
+    let saved = elements();
+    assert_eq!(saved.len(), before + 1);
+    let element = saved.last().unwrap();
+    assert_eq!(
+        (element.kind.as_str(), element.sql.as_deref()),
+        ("sql", Some(sql))
+    );
+    let page = get(&t, &http, &s, "/settings").await;
+    assert!(page.contains("SQL table “Totals” created."), "{page}");
+    assert!(page.contains(r#"<span class="badge badge-sql">SQL</span>"#));
+    assert!(
+        page.contains(&format!("<code>{}</code>", escaped(sql))),
+        "{page}"
+    );
+    let share = format!("/canvas/{canvas}/element/{}/new-canvas", element.id);
+    assert!(page.contains(&share), "{share} not in {page}");
+    let rows = t.rows(&element.id).await;
+    assert_eq!(
+        rows,
+        [
+            json!({"who": "ada", "total": 32.0, "tag": "<b>"}),
+            json!({"who": "grace", "total": 12.0, "tag": "<b>"}),
+        ]
+    );
+}

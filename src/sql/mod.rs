@@ -20,3 +20,4 @@ pub mod scan;
 
 pub use engine::{QueryResult, SqlEngine};
 pub use error::SqlError;
+pub use guard::MAX_SQL_BYTES;

@@ -93,6 +93,44 @@ def buttons(b) -> list[str]:
     )
 
 
+def curl_of(b, element: str) -> str:
+    """The download command the canvas list shows for the element named `element`."""
+    return b.driver.find_element(
+        By.CSS_SELECTOR, f'pre[aria-label="Download command for {element}"]'
+    ).text
+
+
+def ids_of(curl: str) -> dict:
+    """The canvas and element ids in a download command's body."""
+    return json.loads(re.search(r"-d '(\{.*\})'", curl).group(1))
+
+
+def download_as_shown(b, key: str, element: str) -> dict:
+    """Downloads `element` as its command on the page says, which must already carry `key`."""
+    curl = curl_of(b, element)
+    assert f"x-api-key: {key}" in curl, curl
+    ids = ids_of(curl)
+    status, body = download(key, ids["canvasId"], ids["elementId"])
+    assert status == 200, (element, status, body)
+    return json.loads(body)
+
+
+def elements_listed(b) -> int:
+    return len(b.driver.find_elements(By.CSS_SELECTOR, "#canvases .element"))
+
+
+def sql_error(b) -> str:
+    """The refusal shown beside the "New SQL table" form."""
+    return b.driver.find_element(By.ID, "sql-error").text
+
+
+def preview_rows(b) -> list[list[str]]:
+    return [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in b.driver.find_elements(By.CSS_SELECTOR, "#sql-preview tbody tr")
+    ]
+
+
 def reload(b) -> None:
     old = b.driver.find_element(By.TAG_NAME, "html")
     b.driver.refresh()
@@ -148,6 +186,74 @@ def flow(b) -> None:
     b.shot("table-element")
     step("canvas and table element created")
 
+    # -- A "New SQL table": a preview of its first rows, refusals beside the form, then saved.
+    grouped = (
+        "WITH sized AS (SELECT CASE WHEN amount < 10 THEN 'small' ELSE 'large' END AS size,\n"
+        "                      amount FROM orders)\n"
+        "SELECT size, COUNT(*) AS orders, SUM(amount) AS revenue\n"
+        "FROM sized GROUP BY size ORDER BY size"
+    )
+    b.fill("SQL table canvas", "Sales")
+    b.fill("SQL table name (optional)", "Orders by size")
+    b.fill("SQL query", grouped)
+    b.click_button("Preview")
+    b.wait_for_text("All 2 rows of the query")
+    assert b.url.endswith("/settings/sql-elements/preview#new-sql"), b.url
+    headers = [
+        th.get_attribute("textContent")
+        for th in b.driver.find_elements(By.CSS_SELECTOR, "#sql-preview th")
+    ]
+    assert headers == ["size string", "orders int64", "revenue float64"], headers
+    rows = preview_rows(b)
+    assert rows == [["large", "2", "52.45"], ["small", "1", "7.0"]], rows
+    assert b.field("SQL query").get_attribute("value") == grouped, "the query stays in the form"
+    assert b.field("SQL table name (optional)").get_attribute("value") == "Orders by size"
+    assert elements_listed(b) == 1, "a preview saves nothing"
+    b.shot("sql-preview")
+    step("SQL preview: the GROUP BY's 2 rows under the form, nothing saved")
+
+    b.fill("SQL query", "SELECT customer, nope FROM orders")
+    b.click_button("Save SQL table")
+    b.wait_for_text("The query was not accepted.")
+    error = sql_error(b)
+    assert "nope" in error, error
+    assert b.field("SQL query").get_attribute("value") == "SELECT customer, nope FROM orders"
+    assert elements_listed(b) == 1, "an invalid query is not saved"
+    b.shot("sql-invalid")
+    step(f"an invalid query is refused beside the form, nothing saved: {error!r}")
+
+    b.fill("SQL query", "DROP TABLE orders")
+    b.click_button("Save SQL table")
+    b.wait_for_text("The query was not accepted.")
+    error = sql_error(b)
+    assert "Only a SELECT query is allowed" in error, error
+    assert elements_listed(b) == 1, "a refused statement is not saved"
+    b.shot("sql-refused-drop")
+    b.fill("SQL query", "SELECT * FROM '/etc/passwd'")
+    b.click_button("Preview")
+    b.wait_for_text("The query was not accepted.")
+    error = sql_error(b)
+    assert "/etc/passwd" in error, error
+    assert "root:" not in b.text(), "a file was read"
+    assert not b.driver.find_elements(By.ID, "sql-preview"), "no rows for a refused query"
+    b.shot("sql-refused-file")
+    step("DROP TABLE and a file path are refused beside the form")
+
+    b.fill("SQL query", grouped)
+    b.click_button("Save SQL table")
+    text = b.wait_for_text("SQL table “Orders by size” created.")
+    assert b.url.endswith("/settings#canvases"), b.url
+    assert elements_listed(b) == 2
+    query = b.driver.find_element(By.CSS_SELECTOR, 'pre[aria-label="Query of Orders by size"]')
+    assert query.text == grouped, query.text
+    assert "columns size, orders, revenue" in text, text
+    share = ids_of(curl_of(b, "Orders by size"))
+    assert f"/canvas/{share['canvasId']}/element/{share['elementId']}/new-canvas" in text, text
+    # The orders table is still there, with its 3 rows.
+    assert "orders" in text and "DROP" not in text
+    b.shot("sql-table-saved")
+    step("SQL table saved; listed as SQL with its query and share URL")
+
     # -- A data key, shown once; the page's download command works with it.
     b.fill("Key name (optional)", "ci-download")
     b.click_button("Create key")
@@ -156,17 +262,14 @@ def flow(b) -> None:
     key = shown_secret(b, "New data key")
     assert key.startswith("stw_data_"), key
     b.shot("data-key-shown")
-    curl = next(
-        e.text for e in b.driver.find_elements(By.CSS_SELECTOR, "pre") if "/api/data/table" in e.text
-    )
-    assert f"x-api-key: {key}" in curl, curl
-    ids = json.loads(re.search(r"-d '(\{.*\})'", curl).group(1))
-    status, body = download(key, ids["canvasId"], ids["elementId"])
-    assert status == 200, (status, body)
-    doc = json.loads(body)
+    ids = ids_of(curl_of(b, "All orders"))
+    doc = download_as_shown(b, key, "All orders")
     assert doc["rows"] == 3, doc
     assert [r["customer"] for r in doc["data"]] == ["Ada", "Grace", "Linus"], doc
-    step("data key shown once; download 200 with the table's 3 rows")
+    doc = download_as_shown(b, key, "Orders by size")
+    got = [(r["size"], int(r["orders"]), r["revenue"]) for r in doc["data"]]
+    assert got == [("large", 2, 52.45), ("small", 1, 7.0)], doc
+    step("data key shown once; downloads 200: the table's 3 rows, the SQL table's 2")
 
     reload(b)
     text = b.wait_for_text("Data API keys")

@@ -162,12 +162,13 @@ impl FromRequestParts<AppState> for Protected {
     }
 }
 
-/// Largest form body of the settings pages.
+/// Largest form body of the settings pages (a form that carries more names a larger `MAX`).
 pub const MAX_FORM: usize = 16 * 1024;
 
-/// A form-urlencoded body: its fields `T` and the session's CSRF token (`csrf`).
+/// A form-urlencoded body of at most `MAX` bytes: its fields `T` and the session's CSRF token
+/// (`csrf`).
 #[derive(Debug, Deserialize)]
-pub struct Form<T> {
+pub struct Form<T, const MAX: usize = MAX_FORM> {
     /// The session's CSRF token, from the page's hidden field.
     #[serde(default)]
     csrf: String,
@@ -186,7 +187,9 @@ pub enum FormRefused {
     Unreadable(ApiError),
 }
 
-impl<T: DeserializeOwned + Send> FromRequest<AppState> for Protected<Form<T>> {
+impl<T: DeserializeOwned + Send, const MAX: usize> FromRequest<AppState>
+    for Protected<Form<T, MAX>>
+{
     type Rejection = FormRefused;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, FormRefused> {
@@ -194,7 +197,7 @@ impl<T: DeserializeOwned + Send> FromRequest<AppState> for Protected<Form<T>> {
         let caller = caller(state, &parts).map_err(FormRefused::Account)?;
         // A cross-site post is refused before its body is read.
         check_origin(state, &parts.headers, Some(&caller)).map_err(FormRefused::Account)?;
-        let form: Form<T> = read_form(&parts.headers, body, MAX_FORM)
+        let form: Form<T, MAX> = read_form(&parts.headers, body, MAX)
             .await
             .map_err(FormRefused::Unreadable)?;
         check_token(&parts.headers, &caller, Some(&form.csrf)).map_err(FormRefused::Account)?;

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::super::AppState;
-use super::super::api::auth::{Form, Protected};
+use super::super::api::auth::{Form, MAX_FORM, Protected};
 use super::flash::{Message, Secret, SecretKind as Shown};
 use super::see_other;
 use super::settings::{render, session_id};
@@ -57,7 +57,8 @@ pub struct ElementForm {
     name: String,
 }
 
-fn notice(text: impl Into<String>) -> Message {
+/// A message that only tells what happened.
+pub(super) fn notice(text: impl Into<String>) -> Message {
     Message {
         notice: Some(text.into()),
         secret: None,
@@ -86,21 +87,21 @@ fn role(s: &str) -> Result<Role> {
     }
 }
 
-/// A settings form, ready to run: the caller and the parsed form, taken as a
-/// [`Protected`] change (same origin, the form's CSRF token). Extracting it answers, instead, 303
-/// to `/login` when signed out and the 403 "form expired" page for a cross-site post or a
-/// missing or wrong token (as [`super::super::api::auth::FormRefused`] is answered).
-pub struct Action<F> {
-    state: AppState,
-    caller: Caller,
-    form: F,
+/// A settings form of at most `MAX` bytes, ready to run: the caller and the parsed form, taken
+/// as a [`Protected`] change (same origin, the form's CSRF token). Extracting it answers,
+/// instead, 303 to `/login` when signed out and the 403 "form expired" page for a cross-site
+/// post or a missing or wrong token (as [`super::super::api::auth::FormRefused`] is answered).
+pub struct Action<F, const MAX: usize = MAX_FORM> {
+    pub(super) state: AppState,
+    pub(super) caller: Caller,
+    pub(super) form: F,
 }
 
-impl<F: DeserializeOwned + Send> FromRequest<AppState> for Action<F> {
+impl<F: DeserializeOwned + Send, const MAX: usize> FromRequest<AppState> for Action<F, MAX> {
     type Rejection = Response;
 
     async fn from_request(req: Request, state: &AppState) -> std::result::Result<Self, Response> {
-        let Protected { caller, form } = Protected::<Form<F>>::from_request(req, state)
+        let Protected { caller, form } = Protected::<Form<F, MAX>>::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
         Ok(Action {
@@ -113,8 +114,8 @@ impl<F: DeserializeOwned + Send> FromRequest<AppState> for Action<F> {
 
 impl<F> Action<F> {
     /// Runs `act` with the accounts, the caller and the form. Its message goes to the
-    /// session's flash and the browser to `/settings#{section}`; a refusal shows the page again
-    /// with the reason and its status.
+    /// session's flash and the browser to `/settings#{section}` ([`succeeded`]); a refusal
+    /// shows the page again with the reason and its status.
     fn run(
         self,
         section: &str,
@@ -126,14 +127,7 @@ impl<F> Action<F> {
             form,
         } = self;
         match act(&state.accounts, &caller, form) {
-            Ok(message) => match session_id(&caller) {
-                Some((id, key)) => {
-                    state.flash.put(id, key, &message);
-                    see_other(&format!("/settings#{section}"))
-                }
-                // A token caller has no session to keep the message for: show it now.
-                None => render(&state, &caller, StatusCode::OK, None, Some(message)),
-            },
+            Ok(message) => succeeded(&state, &caller, section, message),
             Err(AccountError::NotSignedIn) => see_other("/login"),
             Err(e) => render(
                 &state,
@@ -143,6 +137,24 @@ impl<F> Action<F> {
                 None,
             ),
         }
+    }
+}
+
+/// The answer to an action that succeeded: its message goes to the session's flash and the
+/// browser to `/settings#{section}` (Post/Redirect/Get).
+pub(super) fn succeeded(
+    state: &AppState,
+    caller: &Caller,
+    section: &str,
+    message: Message,
+) -> Response {
+    match session_id(caller) {
+        Some((id, key)) => {
+            state.flash.put(id, key, &message);
+            see_other(&format!("/settings#{section}"))
+        }
+        // A token caller has no session to keep the message for: show it now.
+        None => render(state, caller, StatusCode::OK, None, Some(message)),
     }
 }
 

@@ -3,7 +3,8 @@
 //! askama templates under `templates/`. Every action is a plain `<form method="post">` carrying
 //! the session's CSRF token in a hidden `csrf` field; it answers with a redirect
 //! (Post/Redirect/Get, secrets shown once through [`flash`]) or with the page again and the
-//! error on it — never a JSON body. Who may do what is decided in [`crate::accounts`]: a page
+//! error on it — never a JSON body; the "New SQL table" form's preview ([`sql`]) answers with
+//! the page and the query's first rows. Who may do what is decided in [`crate::accounts`]: a page
 //! shows what those calls return and never checks a permission itself.
 
 pub mod actions;
@@ -12,6 +13,8 @@ pub mod invite;
 pub mod login;
 mod rows;
 pub mod settings;
+pub mod sql;
+mod sql_draft;
 mod view;
 
 use askama::Template;
@@ -59,14 +62,30 @@ pub fn routes() -> Router<AppState> {
         .route("/settings/pats/{id}/revoke", post(a::revoke_pat))
         .route("/static/style.css", get(style))
         .route("/static/copy.js", get(script))
-        .layer(axum::middleware::from_fn(receive_first))
+        .layer(axum::middleware::from_fn(|req, next| {
+            receive_first(req, next, MAX_FORM)
+        }))
+        // The SQL form carries a whole query: a larger body, for these two routes alone.
+        .merge(
+            Router::new()
+                .route("/settings/sql-elements", post(sql::create))
+                .route("/settings/sql-elements/preview", post(sql::preview))
+                .layer(axum::middleware::from_fn(|req, next| {
+                    receive_first(req, next, sql::MAX_SQL_FORM)
+                })),
+        )
         .layer(axum::middleware::map_response(harden))
 }
 
-/// A form is looked at only once its whole body is in: the caller and its rights are resolved
-/// then ([`crate::http::body::receive_first`]); a body that cannot be received gets an HTML page.
-async fn receive_first(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    match super::body::receive_first(req, MAX_FORM).await {
+/// A form is looked at only once its whole body (at most `limit` bytes) is in: the caller and
+/// its rights are resolved then ([`crate::http::body::receive_first`]); a body that cannot be
+/// received gets an HTML page.
+async fn receive_first(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+    limit: usize,
+) -> Response {
+    match super::body::receive_first(req, limit).await {
         Ok(req) => next.run(req).await,
         Err(e) => message(
             e.status,
@@ -210,14 +229,16 @@ pub(crate) fn status_of(e: &AccountError) -> StatusCode {
 /// What a person is told about a failed action: the accounts' own words as a sentence, never a
 /// catalog's internals (those are logged).
 pub(crate) fn describe(e: &AccountError) -> String {
+    use crate::sql::SqlError;
+    const TRY_AGAIN: &str = "The service could not complete this just now; try again in a moment.";
     let text = match e {
-        AccountError::Catalog(c) => {
+        AccountError::Catalog(c) | AccountError::Sql(SqlError::Catalog(c)) => {
             tracing::warn!(error = %c, "a settings page action failed in the catalog");
-            "The service could not complete this just now; try again in a moment.".to_string()
+            TRY_AGAIN.to_string()
         }
-        AccountError::Sql(crate::sql::SqlError::Internal(cause)) => {
+        AccountError::Sql(SqlError::Internal(cause)) => {
             tracing::warn!(error = %cause, "a settings page query failed inside the service");
-            "The service could not complete this just now; try again in a moment.".to_string()
+            TRY_AGAIN.to_string()
         }
         AccountError::LastOwner => {
             "A team must keep at least one owner: make someone else an owner first.".to_string()

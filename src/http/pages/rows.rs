@@ -1,7 +1,7 @@
 //! The rows of the settings page's sections, built from what [`crate::accounts`] returns and
 //! formatted for the templates: members, keys and tokens (never a secret, only its prefix),
-//! canvases with their elements' share URLs and download commands, warehouse tables, audit
-//! entries, and the secret shown once.
+//! canvases with their table and SQL elements' share URLs and download commands, warehouse
+//! tables, audit entries, and the secret shown once.
 
 use super::flash::{Secret, SecretKind as Shown};
 use super::view::{count, size, when, when_or};
@@ -117,16 +117,21 @@ impl CanvasView {
     }
 }
 
-/// A table element with its share URL and download command.
+/// A table or SQL element with its share URL and download command.
 pub(super) struct ElementView {
     pub(super) id: String,
     pub(super) name: String,
     pub(super) source: String,
+    /// An SQL element's query, cut at [`SQL_SHOWN_CHARS`].
+    pub(super) sql: Option<String>,
     pub(super) share_url: String,
     pub(super) curl: String,
     /// Its columns, filters and limit in words.
     pub(super) shape: String,
 }
+
+/// Most characters of a query the canvas list shows (the API lists it whole).
+pub(super) const SQL_SHOWN_CHARS: usize = 300;
 
 impl ElementView {
     fn of(e: ElementInfo, base: &str, key: &str) -> ElementView {
@@ -134,6 +139,10 @@ impl ElementView {
         let mut shape = Vec::new();
         if let Some(c) = &el.columns {
             shape.push(format!("columns {}", c.join(", ")));
+        }
+        if let Some(out) = el.schema.as_ref().and_then(|s| s.as_array()) {
+            let names: Vec<&str> = out.iter().filter_map(|c| c["name"].as_str()).collect();
+            shape.push(format!("columns {}", names.join(", ")));
         }
         if el
             .filters
@@ -147,21 +156,35 @@ impl ElementView {
             shape.push(format!("at most {} rows", count(l)));
         }
         let body = serde_json::json!({"canvasId": el.canvas_id, "elementId": el.id});
+        let fallback = if el.sql.is_some() {
+            "SQL table".to_string()
+        } else {
+            el.source.clone()
+        };
         ElementView {
             curl: format!(
                 "curl -sS -X POST {base}/api/data/table -H 'x-api-key: {key}' \
                  -H 'Content-Type: application/json' -d '{body}'"
             ),
-            name: el.name.clone().unwrap_or_else(|| el.source.clone()),
+            name: el.name.clone().unwrap_or(fallback),
             shape: if shape.is_empty() {
                 "every column, every row".into()
             } else {
                 shape.join(" · ")
             },
             share_url: e.share_url,
+            sql: el.sql.as_deref().map(shortened),
             source: el.source,
             id: el.id,
         }
+    }
+}
+
+/// `sql` cut at [`SQL_SHOWN_CHARS`] characters, with `…` when cut.
+fn shortened(sql: &str) -> String {
+    match sql.char_indices().nth(SQL_SHOWN_CHARS) {
+        Some((at, _)) => format!("{}…", sql[..at].trim_end()),
+        None => sql.to_string(),
     }
 }
 
@@ -276,5 +299,22 @@ impl ShownView {
             value: s.value,
             hint,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_query_is_cut_on_a_character_boundary() {
+        let short = "SELECT 1";
+        assert_eq!(shortened(short), short);
+        let exact = "é".repeat(SQL_SHOWN_CHARS);
+        assert_eq!(shortened(&exact), exact, "not cut at exactly the limit");
+        let long = format!("SELECT '{}' AS s", "ü".repeat(SQL_SHOWN_CHARS));
+        let cut = shortened(&long);
+        assert!(cut.ends_with('…'), "{cut}");
+        assert_eq!(cut.chars().count(), SQL_SHOWN_CHARS + 1);
     }
 }

@@ -1,7 +1,8 @@
 //! `GET /settings`: the team's page. Every section is filled from one [`crate::accounts`] call
 //! with the caller; a section whose call answers "forbidden" is left out (data keys, events
 //! tokens and the audit log for members), so what a member sees follows the accounts' rules.
-//! The page also shows, once, a secret or notice left by the form that redirected here. Long
+//! The page also shows, once, a secret or notice left by the form that redirected here, and the
+//! "New SQL table" form as its last preview or refusal left it ([`SqlDraft`]). Long
 //! lists (members, tables) show their first [`PAGE_ROWS`] and say how many more the API lists;
 //! the others are bounded by the per-team ceilings (`accounts.max_*`).
 
@@ -16,6 +17,7 @@ use super::flash::{Message, SecretKind as Shown};
 use super::rows::{
     AuditView, CanvasView, InviteView, MemberView, SecretView, ShownView, TableView, events_curl,
 };
+use super::sql_draft::SqlDraft;
 use super::view::{self, Chrome};
 use super::{page, see_other};
 use crate::accounts::{AccountError, Caller, Result};
@@ -49,6 +51,8 @@ struct SettingsPage {
     tables_more: usize,
     pats: Vec<SecretView>,
     audit: Option<Vec<AuditView>>,
+    /// The "New SQL table" form.
+    sql: SqlDraft,
 }
 
 impl SettingsPage {
@@ -86,7 +90,24 @@ pub(super) fn render(
     message: Option<Message>,
 ) -> Response {
     let message = message.unwrap_or_default();
-    match build(state, caller, error, message) {
+    answer(status, build(state, caller, error, message))
+}
+
+/// The page with `status` and the "New SQL table" form holding `draft` (what was typed, and
+/// the preview or why it was refused, shown beside the form).
+pub(super) fn render_draft(
+    state: &AppState,
+    caller: &Caller,
+    status: StatusCode,
+    draft: SqlDraft,
+) -> Response {
+    let built =
+        build(state, caller, None, Message::default()).map(|p| SettingsPage { sql: draft, ..p });
+    answer(status, built)
+}
+
+fn answer(status: StatusCode, built: Result<SettingsPage>) -> Response {
+    match built {
         Ok(p) => page(status, &p),
         Err(AccountError::NotSignedIn) => see_other("/login"),
         Err(e) => super::error_page(&e),
@@ -149,6 +170,7 @@ fn build(
         pats: map(a.pats(caller)?, SecretView::of_pat),
         audit: allowed(a.audit_log(caller, 50, None))?.map(|log| map(log, AuditView::of)),
         shown,
+        sql: SqlDraft::default(),
     })
 }
 
