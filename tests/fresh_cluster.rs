@@ -177,7 +177,10 @@ async fn fresh_reads_see_every_nodes_buffer_or_fail() {
     let nodes = cluster.admin(&["node", "list"]);
     let nodes = nodes["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3, "{nodes:?}");
-    assert_eq!(nodes.iter().filter(|n| !n["stopped_at"].is_null()).count(), 1);
+    assert_eq!(
+        nodes.iter().filter(|n| !n["stopped_at"].is_null()).count(),
+        1
+    );
 
     // A node gone for good (killed, its WAL never coming back) is waited for until an
     // operator forgets it. Everything it had was committed by the reads above.
@@ -189,6 +192,10 @@ async fn fresh_reads_see_every_nodes_buffer_or_fail() {
     for t in &teams {
         let (status, doc) = download(&reader, t, true).await;
         assert_eq!(status, 200, "{doc}");
-        exactly(&doc, &sent[&t.name], &format!("{} after forgetting a node", t.name));
+        exactly(
+            &doc,
+            &sent[&t.name],
+            &format!("{} after forgetting a node", t.name),
+        );
     }
 }

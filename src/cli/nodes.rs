@@ -29,7 +29,11 @@ pub fn run(catalog: &Catalog, command: NodeCommand) -> Result<Output, AdminError
             let human = nodes
                 .iter()
                 .map(|n| {
-                    let state = if n.stopped_at.is_some() { "stopped" } else { "running (or died)" };
+                    let state = if n.stopped_at.is_some() {
+                        "stopped"
+                    } else {
+                        "running (or died)"
+                    };
                     format!("{}  {state}", n.wal_id)
                 })
                 .collect::<Vec<_>>()
