@@ -124,9 +124,20 @@ impl TableReader {
         }
     }
 
-    /// Reads `batches` (any subset of the table's columns, narrower types) after the files.
+    /// Reads `batches` (any subset of the table's columns, narrower types) after the files,
+    /// in slices of `batch_rows` (zero-copy), so a large lent buffer moves through the
+    /// download in the same steps as a file does.
     pub fn with_buffered(mut self, batches: Vec<RecordBatch>) -> Self {
-        self.buffered = batches.into_iter();
+        let step = self.spec.batch_rows.max(1);
+        let sliced: Vec<RecordBatch> = batches
+            .iter()
+            .flat_map(|b| {
+                (0..b.num_rows())
+                    .step_by(step)
+                    .map(move |at| b.slice(at, step.min(b.num_rows() - at)))
+            })
+            .collect();
+        self.buffered = sliced.into_iter();
         self
     }
 
