@@ -8,5 +8,6 @@ mod common;
 mod fixture;
 mod formats;
 mod limits;
+mod memory;
 mod oracle;
 mod refusals;
