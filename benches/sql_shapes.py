@@ -66,6 +66,13 @@ QUERIES = {
                  row_number() OVER (PARTITION BY user_id ORDER BY "timestamp" DESC) AS rn
           FROM events) t
         WHERE rn = 1""",
+    # The same, spelled `rn <= 1` (what DataFusion's optional WindowTopN rule recognises).
+    "window_latest_le1": """
+        SELECT user_id, event, "timestamp" FROM (
+          SELECT user_id, event, "timestamp",
+                 row_number() OVER (PARTITION BY user_id ORDER BY "timestamp" DESC) AS rn
+          FROM events) t
+        WHERE rn <= 1""",
     "filtered_projection": """
         SELECT message_id, user_id, revenue, "timestamp" FROM events
         WHERE event = 'order_completed' AND revenue > 100""",
