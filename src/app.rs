@@ -170,12 +170,20 @@ pub async fn serve(
     }
     tracing::info!("no longer accepting requests; flushing buffers");
     state.ingest.shutdown().await;
-    let catalog = state.catalog.clone();
-    match tokio::task::spawn_blocking(move || catalog.node_stopped()).await {
-        Ok(Ok(())) => {}
-        _ => tracing::warn!(
-            "could not record this node as stopped; other nodes' fresh reads will wait for it"
-        ),
+    if state.ingest.progress().min_uncommitted().is_some() {
+        // Its WAL still holds acknowledged events: other nodes' fresh reads must keep waiting
+        // for it (an error) rather than read without them.
+        tracing::warn!(
+            "some acknowledged events are not committed; this node stays registered as running"
+        );
+    } else {
+        let catalog = state.catalog.clone();
+        match tokio::task::spawn_blocking(move || catalog.node_stopped()).await {
+            Ok(Ok(())) => {}
+            _ => tracing::warn!(
+                "could not record this node as stopped; other nodes' fresh reads will wait for it"
+            ),
+        }
     }
     tracing::info!("all buffers committed; bye");
     Ok(())

@@ -304,6 +304,24 @@ async fn an_element_can_read_fresh_by_default_and_sql_elements_read_fresh() {
         40,
         "fresh: false reads committed files only"
     );
+    // Paging such an element: a cursor continues the committed snapshot, not a fresh read.
+    let (_, first) = t
+        .download(&fresh_element, json!({"fresh": false, "limit": 25}))
+        .await;
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a full page has a cursor");
+    let (status, second) = t
+        .download(&fresh_element, json!({"cursor": cursor, "limit": 25}))
+        .await;
+    assert_eq!(status, 200, "{second}");
+    let mut paged = ids_of(&first);
+    paged.extend(ids_of(&second));
+    assert_eq!(
+        paged.len(),
+        40,
+        "the second page holds the rest of the committed rows"
+    );
 
     // An SQL element over a table with committed and buffered rows, and one only buffered.
     let owner = t

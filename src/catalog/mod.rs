@@ -162,6 +162,8 @@ pub struct Catalog {
     quotas: std::sync::RwLock<Quotas>,
     /// How to reach PostgreSQL (`None`: SQLite), for the fresh-read channel.
     pg: Option<tokio_postgres::Config>,
+    /// When this node registered ([`Catalog::register_node`]), so its stop marks only itself.
+    node_started: std::sync::OnceLock<i64>,
 }
 
 impl fmt::Debug for Catalog {
@@ -219,6 +221,7 @@ impl Catalog {
             wal: std::sync::OnceLock::new(),
             quotas: std::sync::RwLock::new(Quotas::NONE),
             pg: None,
+            node_started: std::sync::OnceLock::new(),
         })
     }
 
@@ -253,6 +256,7 @@ impl Catalog {
             wal: std::sync::OnceLock::new(),
             quotas: std::sync::RwLock::new(Quotas::NONE),
             pg: Some(config),
+            node_started: std::sync::OnceLock::new(),
         })
     }
 

@@ -23,23 +23,28 @@ impl Catalog {
     /// Records this node (its WAL, [`Catalog::set_wal`]) as running.
     pub fn register_node(&self) -> Result<()> {
         let wal = self.wal_key().to_string();
+        let started = *self.node_started.get_or_init(now_ms);
         self.with(|c| {
             c.execute(
                 "INSERT INTO nodes (wal_id, started_at, stopped_at) VALUES (?1, ?2, NULL)
                  ON CONFLICT (wal_id) DO UPDATE SET started_at = excluded.started_at, stopped_at = NULL",
-                params![wal, now_ms()],
+                params![wal, started],
             )?;
             Ok(())
         })
     }
 
-    /// Records this node as stopped cleanly (everything it acknowledged is committed).
+    /// Records this node as stopped cleanly; the caller makes sure everything it acknowledged
+    /// is committed. A later start on the same WAL (another process) is left running.
     pub fn node_stopped(&self) -> Result<()> {
         let wal = self.wal_key().to_string();
+        let Some(started) = self.node_started.get().copied() else {
+            return Ok(());
+        };
         self.with(|c| {
             c.execute(
-                "UPDATE nodes SET stopped_at = ?2 WHERE wal_id = ?1",
-                params![wal, now_ms()],
+                "UPDATE nodes SET stopped_at = ?2 WHERE wal_id = ?1 AND started_at = ?3",
+                params![wal, now_ms(), started],
             )?;
             Ok(())
         })

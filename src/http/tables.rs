@@ -69,7 +69,9 @@ pub async fn download(
         error!(error = %e, "download planning panicked");
         ApiError::internal()
     })??;
-    let fresh = req.fresh.unwrap_or(element.fresh);
+    // A cursor pages over committed files: it implies not fresh unless the request says
+    // fresh, which `request::parse` refused with a cursor.
+    let fresh = req.fresh.unwrap_or(element.fresh && req.cursor.is_none());
     let planned = match element.sql.clone() {
         Some(sql) => Planned::Sql {
             element,

@@ -107,6 +107,8 @@ pub struct Ingest {
     ready: tokio::sync::watch::Sender<bool>,
     active_teams: Arc<AtomicUsize>,
     dispatcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Longest a fresh read waits for a team's rows (`read.fresh_timeout`).
+    fresh_timeout: std::time::Duration,
 }
 
 impl Ingest {
@@ -218,6 +220,7 @@ impl Ingest {
             ready: tokio::sync::watch::channel(false).0,
             active_teams,
             dispatcher: std::sync::Mutex::new(Some(handle)),
+            fresh_timeout: config.read.fresh_timeout.0,
         });
         let me = ingest.clone();
         tokio::task::spawn_blocking(move || me.replay(recovered, watermarks, data_tx));
@@ -327,6 +330,7 @@ impl Ingest {
     /// Every row of `tables` of `team` acknowledged before the call and maybe not committed
     /// (SPEC §3.5).
     pub async fn lend(&self, team: &TeamId, tables: &[String]) -> Result<Lent, FreshError> {
+        self.ready_for_fresh().await?;
         let (tx, rx) = oneshot::channel();
         let request = team::LendRequest {
             tables: tables.to_vec(),
@@ -334,7 +338,7 @@ impl Ingest {
         };
         self.append_marker(team.clone(), Payload::Lend(request))
             .map_err(|e| FreshError::Unavailable(e.to_string()))?;
-        rx.await.map_err(|_| {
+        self.within_timeout(rx).await?.map_err(|_| {
             FreshError::Unavailable(
                 "the team's buffer could not be read (its writer restarted); retry".into(),
             )
@@ -345,14 +349,43 @@ impl Ingest {
     /// committed (another node's fresh read asks for this). Errors if the log is closed or the
     /// team's writer failed meanwhile.
     pub async fn flush_team(&self, team: &TeamId) -> Result<(), FreshError> {
+        self.ready_for_fresh().await?;
         let (tx, rx) = oneshot::channel();
         self.append_marker(team.clone(), Payload::FlushTeam(tx))
             .map_err(|e| FreshError::Unavailable(e.to_string()))?;
-        rx.await.map_err(|_| {
+        self.within_timeout(rx).await?.map_err(|_| {
             FreshError::Unavailable(
                 "the team's flush did not complete (its writer restarted); retry".into(),
             )
         })
+    }
+
+    /// Waits (at most `read.fresh_timeout`) until the WAL's replay is dispatched: a marker
+    /// queued before that would overtake replayed records and miss them.
+    async fn ready_for_fresh(&self) -> Result<(), FreshError> {
+        tokio::time::timeout(self.fresh_timeout, self.wait_ready())
+            .await
+            .map_err(|_| {
+                FreshError::Unavailable(
+                    "the event writer is still recovering its log; retry shortly".into(),
+                )
+            })
+    }
+
+    /// `rx`, or a timeout error after `read.fresh_timeout` (a team's writer stuck rebuilding
+    /// behind a failing store, a log that cannot be written).
+    async fn within_timeout<T>(
+        &self,
+        rx: oneshot::Receiver<T>,
+    ) -> Result<Result<T, oneshot::error::RecvError>, FreshError> {
+        tokio::time::timeout(self.fresh_timeout, rx)
+            .await
+            .map_err(|_| {
+                FreshError::Timeout(format!(
+                    "the team's writer did not answer within read.fresh_timeout ({:?})",
+                    self.fresh_timeout
+                ))
+            })
     }
 
     /// Fault injection for tests of supervision: makes `team`'s actor panic.
