@@ -26,17 +26,7 @@ async fn batch(t: &TestServer, event: &str, from: usize, n: usize) -> Vec<String
                                   "plan": "pro"}})
         })
         .collect();
-    let resp = t
-        .http
-        .post(t.url("/v1/batch"))
-        .header("X-Auth-Token", &t.seeded.token)
-        .header("Content-Type", "application/json")
-        .body(json!({ "batch": messages }).to_string())
-        .send()
-        .await
-        .unwrap();
-    let (status, body) = status_json(resp).await;
-    assert_eq!(status, 200, "{body}");
+    t.batch(messages).await;
     ids
 }
 

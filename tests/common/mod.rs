@@ -140,6 +140,21 @@ impl TestServer {
         body["id"].as_str().unwrap().to_string()
     }
 
+    /// Sends Segment messages through `/v1/batch` with the seeded token; panics unless accepted.
+    pub async fn batch(&self, messages: Vec<Value>) {
+        let resp = self
+            .http
+            .post(self.url("/v1/batch"))
+            .header("X-Auth-Token", &self.seeded.token)
+            .header("Content-Type", "application/json")
+            .body(json!({ "batch": messages }).to_string())
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        assert_eq!(status, 200, "{body}");
+    }
+
     /// Creates a table element on the seeded canvas.
     pub fn element(&self, table: &str, columns: Option<&[&str]>) -> String {
         self.catalog()

@@ -104,18 +104,7 @@ impl Fx {
 
     /// Sends Segment messages through `/v1/batch`.
     pub async fn batch(&self, messages: Vec<Value>) {
-        let resp = self
-            .t
-            .http
-            .post(self.t.url("/v1/batch"))
-            .header("X-Auth-Token", &self.t.seeded.token)
-            .header("Content-Type", "application/json")
-            .body(json!({ "batch": messages }).to_string())
-            .send()
-            .await
-            .unwrap();
-        let (status, body) = status_json(resp).await;
-        assert_eq!(status, 200, "{body}");
+        self.t.batch(messages).await;
     }
 
     /// `POST /api/v1/canvases/{canvas}/elements` with `body` as the team's owner.
