@@ -12,7 +12,7 @@ use super::{AccountError, Accounts, Caller, Result};
 use crate::catalog::NewSqlElementRow;
 use crate::model::TeamId;
 use crate::model::schema::TableSchema;
-use crate::sql::{QueryResult, SqlEngine};
+use crate::sql::{Page, QueryResult, SqlEngine};
 
 /// What creating an SQL element takes: `{"sql": "SELECT …", "name"?: "…"}`.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -63,11 +63,17 @@ impl Accounts {
                 ),
             });
         }
+        // One row more than shown says whether there are more.
+        let first = Page {
+            fetch: Some(rows + 1),
+            ..Page::default()
+        };
         let QueryResult {
             schema,
             batches: mut stream,
+            ..
         } = engine
-            .run(&team, sql, &serde_json::Map::new(), false)
+            .run(&team, sql, &serde_json::Map::new(), false, first)
             .await?;
         let (mut batches, mut left, mut more) = (Vec::new(), rows, false);
         while let Some(batch) = stream.next().await {

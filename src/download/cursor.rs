@@ -1,13 +1,20 @@
 //! Paging cursors: opaque (URL-safe base64 of JSON) tokens carrying the snapshot a download
 //! started from, the position after its last row, and a fingerprint of the request (element,
-//! columns, filters) so a cursor is only accepted for the same query.
+//! columns, filters; an SQL element's parameters too) so a cursor is only accepted for the same
+//! query. A table's cursor ([`Cursor`]) holds one snapshot and a position in its files; an SQL
+//! element's ([`QueryCursor`]) holds the snapshot of every table the query read and how many
+//! of its rows were sent — the query reruns over those snapshots and skips them.
+
+use std::collections::BTreeMap;
 
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::catalog::SnapshotId;
 use crate::model::Invalid;
+use crate::model::schema::TableSchema;
 use crate::warehouse::reader::Position;
 
 /// What a cursor holds.
@@ -23,40 +30,94 @@ pub struct Cursor {
     pub q: String,
 }
 
+/// What an SQL element's cursor holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryCursor {
+    /// Format version.
+    pub v: u8,
+    /// The snapshot of each table the first page read.
+    pub snaps: BTreeMap<String, SnapshotId>,
+    /// Rows of the result (after the request's filters) sent by the pages so far.
+    pub sent: u64,
+    /// Digest of the result's columns and types on the first page.
+    pub cols: String,
+    /// Fingerprint of the query.
+    pub q: String,
+}
+
 /// Fingerprint of a query: element plus the request's columns and filters.
 pub fn fingerprint(
     element: &str,
     columns: &Option<Vec<String>>,
     filters: &Option<serde_json::Value>,
 ) -> String {
-    let canonical = serde_json::json!([element, columns, filters]).to_string();
-    let digest = Sha256::digest(canonical.as_bytes());
+    digest(&serde_json::json!([element, columns, filters]))
+}
+
+/// Fingerprint of an SQL element's query: [`fingerprint`] and the parameters' values.
+pub fn query_fingerprint(
+    element: &str,
+    columns: &Option<Vec<String>>,
+    filters: &Option<serde_json::Value>,
+    params: &Option<serde_json::Map<String, serde_json::Value>>,
+) -> String {
+    digest(&serde_json::json!([element, columns, filters, params]))
+}
+
+/// Digest of a result's columns (names and types), to tell when they changed between pages.
+pub fn columns_digest(schema: &TableSchema) -> String {
+    let columns: Vec<[&str; 2]> = schema
+        .columns
+        .iter()
+        .map(|c| [c.name.as_str(), c.ty.as_str()])
+        .collect();
+    digest(&serde_json::json!(columns))
+}
+
+fn digest(canonical: &serde_json::Value) -> String {
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Encodes a cursor.
-pub fn encode(c: &Cursor) -> String {
+/// Encodes a cursor of either kind.
+pub fn encode<C: Serialize>(c: &C) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(serde_json::to_vec(c).expect("serialisable"))
 }
 
-/// Decodes and checks a cursor against the query's fingerprint.
+/// Decodes and checks a table's cursor against the query's fingerprint.
 pub fn decode(token: &str, fingerprint: &str) -> Result<Cursor, Invalid> {
-    let invalid = |why: &str| {
-        Invalid::new("invalid_cursor", format!("cursor is not valid: {why}")).field("cursor")
-    };
+    let c: Cursor = open(token)?;
+    check(c.v, 1, &c.q, fingerprint)?;
+    Ok(c)
+}
+
+/// Decodes and checks an SQL element's cursor against the query's fingerprint.
+pub fn decode_query(token: &str, fingerprint: &str) -> Result<QueryCursor, Invalid> {
+    let c: QueryCursor = open(token)?;
+    check(c.v, 2, &c.q, fingerprint)?;
+    Ok(c)
+}
+
+fn invalid(why: &str) -> Invalid {
+    Invalid::new("invalid_cursor", format!("cursor is not valid: {why}")).field("cursor")
+}
+
+fn open<C: DeserializeOwned>(token: &str) -> Result<C, Invalid> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim())
         .map_err(|_| invalid("not a cursor returned by this service"))?;
-    let c: Cursor = serde_json::from_slice(&bytes)
-        .map_err(|_| invalid("not a cursor returned by this service"))?;
-    if c.v != 1 {
+    serde_json::from_slice(&bytes).map_err(|_| invalid("not a cursor returned by this service"))
+}
+
+fn check(version: u8, want: u8, q: &str, fingerprint: &str) -> Result<(), Invalid> {
+    if version != want {
         return Err(invalid("unknown version"));
     }
-    if c.q != fingerprint {
+    if q != fingerprint {
         return Err(invalid(
             "it belongs to a different element, column list or filter list",
         ));
     }
-    Ok(c)
+    Ok(())
 }

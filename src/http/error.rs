@@ -211,7 +211,10 @@ impl ApiError {
     /// The status an SQL error is answered with (the settings page shows its message inline).
     pub fn from_sql_status(e: &SqlError) -> StatusCode {
         match e {
-            SqlError::Invalid(_) | SqlError::Params(_) => StatusCode::BAD_REQUEST,
+            SqlError::Invalid(_) | SqlError::Params(_) | SqlError::Unordered => {
+                StatusCode::BAD_REQUEST
+            }
+            SqlError::Expired(_) => StatusCode::GONE,
             SqlError::TooLarge(_) | SqlError::Timeout(_) | SqlError::Failed(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -229,6 +232,10 @@ impl From<SqlError> for ApiError {
         match e {
             SqlError::Invalid(_) => ApiError::bad_request("invalid_sql", msg).field("sql"),
             SqlError::Params(_) => ApiError::bad_request("invalid_params", msg).field("params"),
+            SqlError::Unordered => ApiError::bad_request("cursor_needs_order", msg).field("cursor"),
+            SqlError::Expired(_) => {
+                ApiError::new(StatusCode::GONE, "cursor_expired", msg).field("cursor")
+            }
             SqlError::TooLarge(_) => ApiError::new(unprocessable, "query_too_large", msg),
             SqlError::Timeout(_) => ApiError::new(unprocessable, "query_timeout", msg),
             SqlError::Failed(_) => ApiError::new(unprocessable, "query_failed", msg),

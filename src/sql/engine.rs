@@ -8,6 +8,7 @@
 //! are answered with a status instead of a broken body. Queries execute on their own runtime
 //! ([`super::executor`]); batches come back through a small channel.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
 use datafusion::execution::memory_pool::{GreedyMemoryPool, TrackConsumersPool};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::coop::CooperativeExec;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -33,8 +34,8 @@ use tokio::time::Instant;
 use super::error::SqlError;
 use super::executor::{self, AbortOnDrop};
 use super::scan::SnapshotTable;
-use super::{guard, output, params};
-use crate::catalog::Catalog;
+use super::{guard, order, output, params};
+use crate::catalog::{Catalog, CatalogError, SnapshotId};
 use crate::config::SqlConfig;
 use crate::model::TeamId;
 use crate::model::fresh::Buffers;
@@ -63,14 +64,38 @@ struct Inner {
 pub struct QueryResult {
     /// Output columns, in order, with their warehouse types.
     pub schema: TableSchema,
+    /// The snapshot each table the query reads was read at.
+    pub snapshots: BTreeMap<String, SnapshotId>,
+    /// Whether the result has a total order (a cursor may resume it).
+    pub ordered: bool,
     /// The batches (the first one already computed); an error ends the stream.
     pub batches: BoxStream<'static, Result<RecordBatch, SqlError>>,
+}
+
+/// Which rows of a query's result to compute, over which snapshots.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// The snapshots a cursor's first page read, by table (`None`: the current ones); the
+    /// query is then refused unless its result has a total order.
+    pub as_of: Option<BTreeMap<String, SnapshotId>>,
+    /// Rows of the result left out before the first one computed.
+    pub skip: usize,
+    /// Most rows computed after those (`None`: all of them).
+    pub fetch: Option<usize>,
 }
 
 /// A planned query, not yet run.
 struct Planned {
     state: SessionState,
     plan: LogicalPlan,
+    snapshots: BTreeMap<String, SnapshotId>,
+}
+
+/// What a started query tells [`SqlEngine::run`] before its first batch.
+struct Started {
+    schema: TableSchema,
+    snapshots: BTreeMap<String, SnapshotId>,
+    ordered: bool,
 }
 
 /// Batches in flight between the query's task and the response.
@@ -114,7 +139,7 @@ impl SqlEngine {
     /// Checks `sql` against the team's current tables without running it: the output schema
     /// and the names of its parameters, or why it would be refused.
     pub async fn check(&self, team: &TeamId, sql: &str) -> Result<Checked, SqlError> {
-        let planned = self.inner.plan(team, sql, false).await?;
+        let planned = self.inner.plan(team, sql, false, None).await?;
         let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
             .map_err(SqlError::Invalid)?;
         Ok(Checked {
@@ -125,13 +150,15 @@ impl SqlEngine {
 
     /// Starts `sql` for `team` with `given` parameters, on the query runtime; returns once the
     /// first batch is computed (or the query failed, or its deadline passed). `fresh`: the
-    /// tables include the rows acknowledged but not yet committed (SPEC §3.5).
+    /// tables include the rows acknowledged but not yet committed (SPEC §3.5); `page`: which
+    /// of the result's rows, over which snapshots.
     pub async fn run(
         &self,
         team: &TeamId,
         sql: &str,
         given: &serde_json::Map<String, serde_json::Value>,
         fresh: bool,
+        page: Page,
     ) -> Result<QueryResult, SqlError> {
         let permit = self.slot(team)?;
         let limit = self.inner.limits.timeout.0;
@@ -144,9 +171,10 @@ impl SqlEngine {
             sql: sql.to_string(),
             given: given.clone(),
             fresh,
+            page,
         };
         let task = AbortOnDrop(executor::runtime().spawn(job.run(schema_tx, tx)));
-        let schema = match tokio::time::timeout_at(deadline, schema_rx).await {
+        let started = match tokio::time::timeout_at(deadline, schema_rx).await {
             Err(_) => return Err(SqlError::Timeout(limit)),
             Ok(Err(_)) => return Err(SqlError::Internal("the query task ended early".into())),
             Ok(Ok(started)) => started?,
@@ -166,7 +194,12 @@ impl SqlEngine {
         let batches = futures::stream::iter(first.map(Ok))
             .chain(futures::stream::unfold(Some(rest), next_batch))
             .boxed();
-        Ok(QueryResult { schema, batches })
+        Ok(QueryResult {
+            schema: started.schema,
+            snapshots: started.snapshots,
+            ordered: started.ordered,
+            batches,
+        })
     }
 
     /// One of the team's query slots, or [`SqlError::Busy`].
@@ -188,6 +221,7 @@ struct Job {
     sql: String,
     given: serde_json::Map<String, serde_json::Value>,
     fresh: bool,
+    page: Page,
 }
 
 impl Job {
@@ -195,14 +229,33 @@ impl Job {
     /// warehouse types) until the end, a failure, or nobody reading.
     async fn run(
         self,
-        started: oneshot::Sender<Result<TableSchema, SqlError>>,
+        started: oneshot::Sender<Result<Started, SqlError>>,
         tx: mpsc::Sender<Result<RecordBatch, SqlError>>,
     ) {
+        let page = &self.page;
         let begun = async {
-            let planned = self.inner.plan(&self.team, &self.sql, self.fresh).await?;
-            let plan = params::bind(planned.plan, &self.given)?;
+            let planned = self
+                .inner
+                .plan(&self.team, &self.sql, self.fresh, page.as_of.as_ref())
+                .await?;
+            let mut plan = params::bind(planned.plan, &self.given)?;
             let schema =
                 output::warehouse_schema(plan.schema().as_arrow()).map_err(SqlError::Invalid)?;
+            let ordered = order::is_total(&plan);
+            if page.as_of.is_some() && !ordered {
+                return Err(SqlError::Unordered);
+            }
+            if page.skip > 0 || page.fetch.is_some() {
+                plan = LogicalPlanBuilder::from(plan)
+                    .limit(page.skip, page.fetch)
+                    .and_then(|b| b.build())
+                    .map_err(SqlError::planning)?;
+            }
+            let started = Started {
+                schema,
+                snapshots: planned.snapshots,
+                ordered,
+            };
             let frame = DataFrame::new(planned.state, plan);
             let ctx = Arc::new(frame.task_ctx());
             let physical = frame
@@ -210,17 +263,17 @@ impl Job {
                 .await
                 .map_err(SqlError::planning)?;
             let stream = execute_stream(cooperative(physical)?, ctx).map_err(SqlError::planning)?;
-            Ok::<_, SqlError>((schema, stream))
+            Ok::<_, SqlError>((started, stream))
         };
-        let (schema, mut stream) = match begun.await {
+        let (begun, mut stream) = match begun.await {
             Ok(s) => s,
             Err(e) => {
                 let _ = started.send(Err(e));
                 return;
             }
         };
-        let target = schema.to_arrow();
-        if started.send(Ok(schema)).is_err() {
+        let target = begun.schema.to_arrow();
+        if started.send(Ok(begun)).is_err() {
             return;
         }
         while let Some(next) = stream.next().await {
@@ -238,8 +291,15 @@ impl Job {
 impl Inner {
     /// Parses, checks and plans `sql` in a new session holding the tables it names (with
     /// their rows not yet committed when `fresh`: lent before the snapshots are taken, so each
-    /// table's snapshot decides which lent rows its files already hold).
-    async fn plan(&self, team: &TeamId, sql: &str, fresh: bool) -> Result<Planned, SqlError> {
+    /// table's snapshot decides which lent rows its files already hold). `as_of`: the snapshot
+    /// of each table instead of the current one (a table not in it is read as absent).
+    async fn plan(
+        &self,
+        team: &TeamId,
+        sql: &str,
+        fresh: bool,
+        as_of: Option<&BTreeMap<String, SnapshotId>>,
+    ) -> Result<Planned, SqlError> {
         let state = self.session()?;
         let checked = guard::check(&state, sql)?;
         let ctx = SessionContext::new_with_state(state);
@@ -259,18 +319,34 @@ impl Inner {
         };
         let catalog = self.catalog.clone();
         let (team_id, names) = (team.clone(), checked.tables.clone());
+        let as_of = as_of.cloned();
         let snapshots = tokio::task::spawn_blocking(move || {
             names
                 .into_iter()
-                .map(|name| Ok((catalog.snapshot(&team_id, &name)?, name)))
-                .collect::<Result<Vec<_>, crate::catalog::CatalogError>>()
+                .map(|name| {
+                    let snapshot = match &as_of {
+                        None => catalog.snapshot(&team_id, &name)?,
+                        Some(at) => match at.get(&name) {
+                            Some(id) => catalog.snapshot_as_of(&team_id, &name, Some(*id))?,
+                            None => None,
+                        },
+                    };
+                    Ok((snapshot, name))
+                })
+                .collect::<Result<Vec<_>, CatalogError>>()
         })
         .await
-        .map_err(|e| SqlError::Internal(format!("snapshot task failed: {e}")))??;
+        .map_err(|e| SqlError::Internal(format!("snapshot task failed: {e}")))?
+        .map_err(|e| match e {
+            CatalogError::Refused(why) => SqlError::Expired(why),
+            e => SqlError::Catalog(e),
+        })?;
+        let mut read_at = BTreeMap::new();
         for (snapshot, name) in snapshots {
             let rows = lent.as_ref().map(|l| l.table(&name)).unwrap_or_default();
             let table = match snapshot {
                 Some(s) => {
+                    read_at.insert(name.clone(), s.as_of);
                     let mut schema = s.schema;
                     schema.merge(&rows.schema());
                     SnapshotTable::new(schema.to_arrow(), s.files, self.store.clone())
@@ -293,7 +369,11 @@ impl Inner {
             .await
             .map_err(SqlError::planning)?;
         guard::verify(&plan)?;
-        Ok(Planned { state, plan })
+        Ok(Planned {
+            state,
+            plan,
+            snapshots: read_at,
+        })
     }
 
     /// A session with DataFusion's functions and nothing else: no table factories, no URL

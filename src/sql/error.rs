@@ -26,6 +26,16 @@ pub enum SqlError {
     /// (422 `query_failed`).
     #[error("{0}")]
     Failed(String),
+    /// A cursor was given for a query whose result has no total order (400
+    /// `cursor_needs_order`).
+    #[error(
+        "this query's rows are not paged with cursors: its outermost ORDER BY must decide every \
+         row (sort by the GROUP BY keys, or by every column)"
+    )]
+    Unordered,
+    /// The snapshot a cursor's first page read is gone (410 `cursor_expired`).
+    #[error("{0}")]
+    Expired(String),
     /// The team already runs `sql.max_concurrent` queries on this node (429 `rate_limited`).
     #[error("this team already runs {0} queries at once; retry shortly")]
     Busy(usize),

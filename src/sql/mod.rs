@@ -13,11 +13,12 @@ pub mod engine;
 pub mod error;
 mod executor;
 mod guard;
+mod order;
 pub mod output;
 mod params;
 mod pushdown;
 pub mod scan;
 
-pub use engine::{QueryResult, SqlEngine};
+pub use engine::{Page, QueryResult, SqlEngine};
 pub use error::SqlError;
 pub use guard::MAX_SQL_BYTES;

@@ -10,4 +10,5 @@ mod formats;
 mod limits;
 mod memory;
 mod oracle;
+mod paging;
 mod refusals;
