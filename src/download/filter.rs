@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::model::Invalid;
 use crate::model::filter::{Filter, Op, Operand};
 use crate::model::schema::{Column, ColumnType};
-use crate::model::time::parse_time;
+use crate::model::time::{parse_date, parse_time};
 
 fn bad(field: &str, message: String) -> Invalid {
     Invalid::new("invalid_filter", message).field(field)
@@ -75,6 +75,7 @@ fn scalar(v: &Value, ty: ColumnType, field: &str) -> Result<ArrayRef, Invalid> {
         ),
         ColumnType::Boolean => Operand::Boolean(v.as_bool().ok_or_else(wrong)?),
         ColumnType::Timestamp => Operand::Timestamp(parse_time(v).ok_or_else(wrong)?),
+        ColumnType::Date => Operand::Date(parse_date(v).ok_or_else(wrong)?),
     };
     Ok(operand.into_array())
 }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, Scalar, StringArray,
+    Array, ArrayRef, BooleanArray, Date32Array, Float64Array, Int64Array, Scalar, StringArray,
     TimestampMicrosecondArray, UInt64Array,
 };
 use arrow::compute::kernels::boolean::{and_kleene, or_kleene};
@@ -85,6 +85,8 @@ pub enum Operand {
     Boolean(bool),
     /// A timestamp column's operand, µs since the epoch (UTC).
     Timestamp(i64),
+    /// A date column's operand, days since 1970-01-01.
+    Date(i32),
 }
 
 impl Operand {
@@ -99,6 +101,7 @@ impl Operand {
             Operand::Timestamp(t) => {
                 Arc::new(TimestampMicrosecondArray::from(vec![t]).with_timezone("UTC"))
             }
+            Operand::Date(d) => Arc::new(Date32Array::from(vec![d])),
         }
     }
 }

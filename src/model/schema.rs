@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 /// (so widening it to string later keeps every digit), and read back as float64.
 pub const TYPE_KEY: &str = "stowage:type";
 
-/// The five warehouse column types.
+/// The five warehouse column types, and `date`, which only a query's result has (SPEC §3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ColumnType {
     /// UTF-8 text.
@@ -23,6 +23,10 @@ pub enum ColumnType {
     Boolean,
     /// Microseconds since the epoch, UTC.
     Timestamp,
+    /// A calendar day, as days since 1970-01-01. Never a warehouse table's type: what is
+    /// ingested or imported as a date is stored as a timestamp at 00:00 UTC (SPEC §3.2); only
+    /// an SQL element's result column is a date.
+    Date,
 }
 
 impl ColumnType {
@@ -34,6 +38,7 @@ impl ColumnType {
             ColumnType::Float64 => "float64",
             ColumnType::Boolean => "boolean",
             ColumnType::Timestamp => "timestamp",
+            ColumnType::Date => "date",
         }
     }
 
@@ -45,6 +50,7 @@ impl ColumnType {
             "float64" => ColumnType::Float64,
             "boolean" => ColumnType::Boolean,
             "timestamp" => ColumnType::Timestamp,
+            "date" => ColumnType::Date,
             _ => return None,
         })
     }
@@ -57,6 +63,7 @@ impl ColumnType {
             ColumnType::Float64 => DataType::Float64,
             ColumnType::Boolean => DataType::Boolean,
             ColumnType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            ColumnType::Date => DataType::Date32,
         }
     }
 

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 
 use super::error::SqlError;
 use super::executor::{self, AbortOnDrop};
+use super::row_number_rule::FirstRowPerGroup;
 use super::scan::SnapshotTable;
 use super::{guard, order, output, params};
 use crate::catalog::{Catalog, CatalogError, SnapshotId};
@@ -399,6 +400,7 @@ impl Inner {
             .with_config(config)
             .with_runtime_env(runtime)
             .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(FirstRowPerGroup))
             .build();
         state.table_factories_mut().clear();
         Ok(state)

@@ -12,11 +12,13 @@
 pub mod engine;
 pub mod error;
 mod executor;
+mod group_first;
 mod guard;
 mod order;
 pub mod output;
 mod params;
 mod pushdown;
+mod row_number_rule;
 pub mod scan;
 
 pub use engine::{Page, QueryResult, SqlEngine};

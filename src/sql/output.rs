@@ -1,9 +1,9 @@
 //! A query's result as the download encoders take it: every column mapped onto one of the five
-//! warehouse types (SPEC §3.4). Integers → int64; floats, and decimals of at most 15 digits →
-//! float64; wider decimals → their exact text; timestamps of any unit and zone → µs UTC; naive
-//! timestamps read as UTC; dates, times, durations, intervals, binary and nested values → text
-//! (dates as `YYYY-MM-DD`); string views and large strings → strings; a column of nulls →
-//! string.
+//! warehouse types or `date` (SPEC §3.4). Integers → int64; floats, and decimals of at most 15
+//! digits → float64; wider decimals → their exact text; timestamps of any unit and zone → µs
+//! UTC; naive timestamps read as UTC; dates → date (days, sent as `YYYY-MM-DD`); lists, structs
+//! and maps → their JSON text; times, durations, intervals and binary → text; string views and
+//! large strings → strings; a column of nulls → string.
 
 use std::sync::Arc;
 
@@ -26,6 +26,7 @@ pub fn column_type(dt: &DataType) -> ColumnType {
         }
         Boolean => ColumnType::Boolean,
         Timestamp(_, _) => ColumnType::Timestamp,
+        Date32 | Date64 => ColumnType::Date,
         Dictionary(_, value) => column_type(value),
         _ => ColumnType::String,
     }
@@ -81,7 +82,7 @@ fn convert(col: &ArrayRef, field: &Arc<Field>, rows: usize) -> Result<ArrayRef, 
         format_options: FormatOptions::default(),
     };
     match col.data_type() {
-        // Text of values arrow casts to strings poorly or not at all.
+        // Nested values as JSON text; what JSON cannot hold (binary inside) as arrow prints it.
         DataType::List(_)
         | DataType::LargeList(_)
         | DataType::FixedSizeList(_, _)
@@ -89,13 +90,45 @@ fn convert(col: &ArrayRef, field: &Arc<Field>, rows: usize) -> Result<ArrayRef, 
         | DataType::Map(_, _)
             if want == &DataType::Utf8 =>
         {
-            display_text(col)
+            json_text(col).or_else(|_| display_text(col))
         }
         _ => cast_with_options(col, want, &strict),
     }
 }
 
-/// Each value's display text (nested values as arrow prints them), nulls kept.
+/// Each value as JSON text (`[1,2]`, `{"a":1,"b":null}`), nulls kept: the column is written as
+/// JSON lines of one-key objects, `{"v":…}`, and each line's value cut out.
+fn json_text(col: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    let field = Field::new("v", col.data_type().clone(), true);
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(vec![field])), vec![col.clone()])?;
+    let mut lines = Vec::with_capacity(col.len() * 16);
+    let mut writer = arrow::json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow::json::writer::LineDelimited>(&mut lines);
+    writer.write(&batch)?;
+    writer.finish()?;
+    drop(writer);
+    let text = std::str::from_utf8(&lines).map_err(|e| ArrowError::JsonError(e.to_string()))?;
+    let values: arrow::array::StringArray = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let value = line
+                .strip_prefix("{\"v\":")
+                .and_then(|l| l.strip_suffix('}'))
+                .ok_or_else(|| ArrowError::JsonError(format!("unexpected JSON line {line}")))?;
+            Ok((!col.is_null(i)).then_some(value))
+        })
+        .collect::<Result<_, ArrowError>>()?;
+    if arrow::array::Array::len(&values) != col.len() {
+        return Err(ArrowError::JsonError(
+            "one JSON line per value expected".into(),
+        ));
+    }
+    Ok(Arc::new(values))
+}
+
+/// Each value's display text (as arrow prints it), nulls kept.
 fn display_text(col: &ArrayRef) -> Result<ArrayRef, ArrowError> {
     let options = FormatOptions::default();
     let formatter = arrow::util::display::ArrayFormatter::try_new(col.as_ref(), &options)?;
@@ -108,7 +141,10 @@ fn display_text(col: &ArrayRef) -> Result<ArrayRef, ArrowError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Array, Date32Array, Decimal128Array, Int32Array, StringArray};
+    use arrow::array::{
+        Array, Date32Array, Decimal128Array, Int32Array, ListArray, StringArray, StructArray,
+    };
+    use arrow::datatypes::Int64Type;
 
     #[test]
     fn result_types_map_onto_warehouse_types() {
@@ -124,7 +160,7 @@ mod tests {
             types,
             [
                 ColumnType::Int64,
-                ColumnType::String,
+                ColumnType::Date,
                 ColumnType::Float64,
                 ColumnType::String
             ]
@@ -156,9 +192,61 @@ mod tests {
                 .value(0)
                 .to_string()
         };
-        assert_eq!(text(1), "2024-01-01");
+        assert_eq!(
+            out.column(1).as_ref(),
+            &Date32Array::from(vec![Some(19_723)])
+        );
         assert_eq!(text(3), "1234567890123456789012345.67");
         assert!(!out.column(2).is_null(0));
+    }
+
+    #[test]
+    fn nested_values_are_sent_as_json_text() {
+        let list: ArrayRef = Arc::new(ListArray::from_iter_primitive::<Int64Type, _, _>(vec![
+            Some(vec![Some(1), None, Some(3)]),
+            None,
+            Some(vec![]),
+        ]));
+        let names: ArrayRef = Arc::new(StringArray::from(vec![
+            Some("a \"quoted\" name"),
+            None,
+            Some("c"),
+        ]));
+        let record: ArrayRef = Arc::new(StructArray::from(vec![
+            (Arc::new(Field::new("name", DataType::Utf8, true)), names),
+            (
+                Arc::new(Field::new("tags", list.data_type().clone(), true)),
+                list.clone(),
+            ),
+        ]));
+        let schema = Schema::new(vec![
+            Field::new("list", list.data_type().clone(), true),
+            Field::new("record", record.data_type().clone(), true),
+        ]);
+        let ws = warehouse_schema(&schema).unwrap();
+        assert!(ws.columns.iter().all(|c| c.ty == ColumnType::String));
+        let batch = RecordBatch::try_new(Arc::new(schema), vec![list, record]).unwrap();
+        let out = to_warehouse(&batch, &ws.to_arrow()).unwrap();
+        let texts = |i: usize| -> Vec<Option<String>> {
+            let a = out
+                .column(i)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            a.iter().map(|v| v.map(str::to_string)).collect()
+        };
+        assert_eq!(
+            texts(0),
+            [Some("[1,null,3]".into()), None, Some("[]".into())]
+        );
+        let records = texts(1);
+        let first: serde_json::Value =
+            serde_json::from_str(records[0].as_deref().unwrap()).unwrap();
+        assert_eq!(
+            first,
+            serde_json::json!({"name": "a \"quoted\" name", "tags": [1, null, 3]})
+        );
+        assert_eq!(records[1].as_deref(), Some(r#"{"name":null,"tags":null}"#));
     }
 
     #[test]

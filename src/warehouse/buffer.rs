@@ -54,7 +54,8 @@ impl ColumnBuilder {
             ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::new()),
             ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::new()),
             ColumnType::Float64 => ColumnBuilder::Float(Float64Builder::new()),
-            ColumnType::String => ColumnBuilder::Str(StringBuilder::new()),
+            // A table never has date columns (only query results do); text if one did.
+            ColumnType::String | ColumnType::Date => ColumnBuilder::Str(StringBuilder::new()),
             ColumnType::Timestamp => {
                 ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
             }

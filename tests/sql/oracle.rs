@@ -26,6 +26,8 @@ const QUERIES: &[&str] = &[
     "SELECT date_trunc('day', \"timestamp\") AS day, count(*) AS events FROM tracks GROUP BY 1",
     "SELECT date_trunc('hour', \"timestamp\") AS hour, sum(revenue) AS revenue \
      FROM order_completed GROUP BY 1",
+    // dates (a `date` column, `YYYY-MM-DD`)
+    "SELECT CAST(\"timestamp\" AS DATE) AS day, count(*) AS n FROM tracks GROUP BY 1",
     // window functions
     "SELECT id, user_id, row_number() OVER (PARTITION BY user_id ORDER BY \"timestamp\", id) AS n \
      FROM order_completed WHERE user_id IS NOT NULL",
@@ -37,6 +39,12 @@ const QUERIES: &[&str] = &[
     "WITH ranked AS (SELECT user_id, plan, \"timestamp\", row_number() OVER \
      (PARTITION BY user_id ORDER BY \"timestamp\" DESC, id DESC) AS rn FROM order_completed \
      WHERE user_id IS NOT NULL) SELECT user_id, plan, \"timestamp\" FROM ranked WHERE rn = 1",
+    // the first row per group, spelled otherwise (two keys, `<= 1`, a nullable sort key with
+    // NULLS LAST, a null group): kept before the sort by stowage's GroupFirstExec
+    "SELECT user_id, plan, id, coupon FROM (SELECT *, row_number() OVER (PARTITION BY user_id, plan \
+     ORDER BY coupon DESC NULLS LAST, id) AS rn FROM order_completed) t WHERE rn <= 1",
+    "SELECT id, anonymous_id, rn FROM (SELECT id, anonymous_id, row_number() OVER \
+     (PARTITION BY user_id ORDER BY \"timestamp\" DESC, id DESC) AS rn FROM tracks) t WHERE 1 = rn",
     // CASE
     "SELECT CASE WHEN revenue >= 50 THEN 'big' WHEN revenue >= 20 THEN 'medium' ELSE 'small' END \
      AS bucket, count(*) AS n FROM order_completed GROUP BY 1",

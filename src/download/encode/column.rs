@@ -3,10 +3,10 @@
 //! and a downcast.
 
 use arrow::array::{
-    Array, AsArray, BooleanArray, Float64Array, Int64Array, StringArray, StringViewArray,
-    TimestampMicrosecondArray,
+    Array, AsArray, BooleanArray, Date32Array, Float64Array, Int64Array, StringArray,
+    StringViewArray, TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
+use arrow::datatypes::{DataType, Date32Type, Float64Type, Int64Type, TimestampMicrosecondType};
 
 use super::EncodeError;
 use super::float::mostly_short;
@@ -26,6 +26,8 @@ pub enum Column<'a> {
     Bool(&'a BooleanArray),
     /// timestamp µs UTC.
     Ts(&'a TimestampMicrosecondArray),
+    /// date (an SQL element's result only).
+    Date(&'a Date32Array),
 }
 
 /// A text value inside its array's value buffer (so short values can be copied as a fixed
@@ -62,6 +64,8 @@ pub enum Cell<'a> {
     Bool(bool),
     /// µs since the epoch, UTC.
     Ts(i64),
+    /// Days since 1970-01-01.
+    Date(i32),
 }
 
 impl<'a> Column<'a> {
@@ -77,6 +81,7 @@ impl<'a> Column<'a> {
             }
             DataType::Boolean => Column::Bool(col.as_boolean()),
             DataType::Timestamp(_, _) => Column::Ts(col.as_primitive::<TimestampMicrosecondType>()),
+            DataType::Date32 => Column::Date(col.as_primitive::<Date32Type>()),
             other => return Err(EncodeError(format!("cannot write {other} as text"))),
         })
     }
@@ -128,6 +133,7 @@ impl<'a> Column<'a> {
             Column::Float(a, short) if a.is_valid(row) => Cell::Float(a.value(row), *short),
             Column::Bool(a) if a.is_valid(row) => Cell::Bool(a.value(row)),
             Column::Ts(a) if a.is_valid(row) => Cell::Ts(a.value(row)),
+            Column::Date(a) if a.is_valid(row) => Cell::Date(a.value(row)),
             _ => Cell::Null,
         }
     }

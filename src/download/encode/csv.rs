@@ -12,7 +12,7 @@ use super::column::{Cell, Column};
 use super::expand::double_quotes_blocks;
 use super::float::push_f64;
 use super::sink::{RowSize, Sink};
-use super::timestamp::Rfc3339;
+use super::timestamp::{Rfc3339, write_date};
 use super::{BatchEncoder, EncodeError, Encoder};
 use crate::model::schema::TableSchema;
 
@@ -108,6 +108,7 @@ impl BatchEncoder for CsvRows {
                         Cell::Bool(true) => cur.put(b"true", 4),
                         Cell::Bool(false) => cur.put(b"false", 5),
                         Cell::Ts(v) => times.write(v, cur),
+                        Cell::Date(days) => cur.vec(|out| write_date(days, out)),
                     }
                 }
                 cur.put(b"\r\n", 2);

@@ -14,7 +14,7 @@ use super::column::{Cell, Column, Text};
 use super::expand::escape_blocks;
 use super::float::push_f64;
 use super::sink::{RowSize, Sink};
-use super::timestamp::Rfc3339;
+use super::timestamp::{Rfc3339, write_date};
 
 use crate::model::schema::TableSchema;
 
@@ -231,6 +231,11 @@ fn write_cell(cell: Cell, int64_as_string: bool, times: &mut Rfc3339, out: &mut 
             times.write(v, out);
             out.push(b'"');
         }
+        Cell::Date(days) => out.vec(|out| {
+            out.push(b'"');
+            write_date(days, out);
+            out.push(b'"');
+        }),
     }
 }
 

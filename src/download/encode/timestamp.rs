@@ -1,4 +1,4 @@
-//! Timestamps as RFC 3339 text (`YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`, as chrono's `AutoSi` writes
+//! Dates as `YYYY-MM-DD` ([`write_date`]); timestamps as RFC 3339 text (`YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`, as chrono's `AutoSi` writes
 //! them) without `fmt`. A [`Rfc3339`] keeps the `YYYY-MM-DDTHH:MM:` of the last minute it wrote
 //! (event tables are in time order, so most values share their minute with the one before, and
 //! the encoders keep one per batch); the seconds and fraction are built as two words in
@@ -7,6 +7,17 @@
 
 use super::append::{PAIRS, digits8, splat};
 use super::sink::Sink;
+
+/// Writes days since 1970-01-01 as `YYYY-MM-DD` (a sign and more digits outside 0..=9999).
+pub fn write_date(days: i32, out: &mut Vec<u8>) {
+    let (y, m, d) = civil_from_days(i64::from(days));
+    if (0..=9999).contains(&y) {
+        out.extend_from_slice(&date_bytes(y as u32, m as u32, d as u32));
+    } else {
+        out.extend_from_slice(format!("{y:+05}").as_bytes());
+        out.extend_from_slice(&date_bytes(0, m as u32, d as u32)[4..]);
+    }
+}
 
 /// Writes µs since the epoch as `YYYY-MM-DDTHH:MM:SS[.fff[fff]]Z`.
 pub fn write_rfc3339(micros: i64, out: &mut Vec<u8>) {

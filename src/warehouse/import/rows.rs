@@ -152,6 +152,7 @@ fn typed(field: &str, ty: ColumnType) -> Value {
         ColumnType::Timestamp => parse_time(&serde_json::Value::String(field.into()))
             .map(Value::Ts)
             .unwrap_or(Value::Str(field.into())),
-        ColumnType::String => Value::Str(field.into()),
+        // Inferred types are never dates (see `infer`); text if one were.
+        ColumnType::String | ColumnType::Date => Value::Str(field.into()),
     }
 }
