@@ -41,6 +41,8 @@ pub struct QueryCursor {
     pub sent: u64,
     /// Digest of the result's columns and types on the first page.
     pub cols: String,
+    /// The first page's query time, `now()` on every page (µs since the epoch).
+    pub t: i64,
     /// Fingerprint of the query.
     pub q: String,
 }
@@ -96,6 +98,9 @@ pub fn decode(token: &str, fingerprint: &str) -> Result<Cursor, Invalid> {
 pub fn decode_query(token: &str, fingerprint: &str) -> Result<QueryCursor, Invalid> {
     let c: QueryCursor = open(token)?;
     check(c.v, 2, &c.q, fingerprint)?;
+    if c.sent > i64::MAX as u64 {
+        return Err(invalid("not a cursor returned by this service"));
+    }
     Ok(c)
 }
 

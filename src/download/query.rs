@@ -71,6 +71,7 @@ pub async fn start(
         as_of: resume.as_ref().map(|c| c.snaps.clone()),
         skip: if in_plan { sent } else { 0 },
         fetch: if in_plan { limit } else { None },
+        started_at: resume.as_ref().map(|c| c.t),
     };
     let none = serde_json::Map::new();
     let params = req.params.as_ref().unwrap_or(&none);
@@ -98,6 +99,7 @@ pub async fn start(
         snaps: result.snapshots,
         sent: sent as u64,
         cols: columns_digest,
+        t: result.started_at,
         q: fingerprint,
     });
     Ok(SqlDownload {

@@ -211,9 +211,10 @@ impl ApiError {
     /// The status an SQL error is answered with (the settings page shows its message inline).
     pub fn from_sql_status(e: &SqlError) -> StatusCode {
         match e {
-            SqlError::Invalid(_) | SqlError::Params(_) | SqlError::Unordered => {
-                StatusCode::BAD_REQUEST
-            }
+            SqlError::Invalid(_)
+            | SqlError::Params(_)
+            | SqlError::Unordered
+            | SqlError::Cursor(_) => StatusCode::BAD_REQUEST,
             SqlError::Expired(_) => StatusCode::GONE,
             SqlError::TooLarge(_) | SqlError::Timeout(_) | SqlError::Failed(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -233,6 +234,7 @@ impl From<SqlError> for ApiError {
             SqlError::Invalid(_) => ApiError::bad_request("invalid_sql", msg).field("sql"),
             SqlError::Params(_) => ApiError::bad_request("invalid_params", msg).field("params"),
             SqlError::Unordered => ApiError::bad_request("cursor_needs_order", msg).field("cursor"),
+            SqlError::Cursor(_) => ApiError::bad_request("invalid_cursor", msg).field("cursor"),
             SqlError::Expired(_) => {
                 ApiError::new(StatusCode::GONE, "cursor_expired", msg).field("cursor")
             }

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
+use chrono::DateTime;
 use dashmap::DashMap;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::dataframe::DataFrame;
@@ -69,6 +70,8 @@ pub struct QueryResult {
     pub snapshots: BTreeMap<String, SnapshotId>,
     /// Whether the result has a total order (a cursor may resume it).
     pub ordered: bool,
+    /// The query's time, `now()` (µs since the epoch).
+    pub started_at: i64,
     /// The batches (the first one already computed); an error ends the stream.
     pub batches: BoxStream<'static, Result<RecordBatch, SqlError>>,
 }
@@ -83,6 +86,9 @@ pub struct Page {
     pub skip: usize,
     /// Most rows computed after those (`None`: all of them).
     pub fetch: Option<usize>,
+    /// The first page's query time (µs since the epoch): `now()` and `current_date` are it on
+    /// every page (`None`: this run's start).
+    pub started_at: Option<i64>,
 }
 
 /// A planned query, not yet run.
@@ -90,6 +96,7 @@ struct Planned {
     state: SessionState,
     plan: LogicalPlan,
     snapshots: BTreeMap<String, SnapshotId>,
+    started_at: i64,
 }
 
 /// What a started query tells [`SqlEngine::run`] before its first batch.
@@ -97,6 +104,7 @@ struct Started {
     schema: TableSchema,
     snapshots: BTreeMap<String, SnapshotId>,
     ordered: bool,
+    started_at: i64,
 }
 
 /// Batches in flight between the query's task and the response.
@@ -140,7 +148,7 @@ impl SqlEngine {
     /// Checks `sql` against the team's current tables without running it: the output schema
     /// and the names of its parameters, or why it would be refused.
     pub async fn check(&self, team: &TeamId, sql: &str) -> Result<Checked, SqlError> {
-        let planned = self.inner.plan(team, sql, false, None).await?;
+        let planned = self.inner.plan(team, sql, false, &Page::default()).await?;
         let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
             .map_err(SqlError::Invalid)?;
         Ok(Checked {
@@ -199,6 +207,7 @@ impl SqlEngine {
             schema: started.schema,
             snapshots: started.snapshots,
             ordered: started.ordered,
+            started_at: started.started_at,
             batches,
         })
     }
@@ -237,7 +246,7 @@ impl Job {
         let begun = async {
             let planned = self
                 .inner
-                .plan(&self.team, &self.sql, self.fresh, page.as_of.as_ref())
+                .plan(&self.team, &self.sql, self.fresh, page)
                 .await?;
             let mut plan = params::bind(planned.plan, &self.given)?;
             let schema =
@@ -247,8 +256,10 @@ impl Job {
                 return Err(SqlError::Unordered);
             }
             if page.skip > 0 || page.fetch.is_some() {
+                // DataFusion takes both as i64.
+                let most = i64::MAX as usize;
                 plan = LogicalPlanBuilder::from(plan)
-                    .limit(page.skip, page.fetch)
+                    .limit(page.skip.min(most), page.fetch.map(|f| f.min(most)))
                     .and_then(|b| b.build())
                     .map_err(SqlError::planning)?;
             }
@@ -256,6 +267,7 @@ impl Job {
                 schema,
                 snapshots: planned.snapshots,
                 ordered,
+                started_at: planned.started_at,
             };
             let frame = DataFrame::new(planned.state, plan);
             let ctx = Arc::new(frame.task_ctx());
@@ -292,14 +304,14 @@ impl Job {
 impl Inner {
     /// Parses, checks and plans `sql` in a new session holding the tables it names (with
     /// their rows not yet committed when `fresh`: lent before the snapshots are taken, so each
-    /// table's snapshot decides which lent rows its files already hold). `as_of`: the snapshot
-    /// of each table instead of the current one (a table not in it is read as absent).
+    /// table's snapshot decides which lent rows its files already hold). `page.as_of`: the
+    /// snapshot of each table instead of the current one; `page.started_at`: the query's time.
     async fn plan(
         &self,
         team: &TeamId,
         sql: &str,
         fresh: bool,
-        as_of: Option<&BTreeMap<String, SnapshotId>>,
+        page: &Page,
     ) -> Result<Planned, SqlError> {
         let state = self.session()?;
         let checked = guard::check(&state, sql)?;
@@ -319,18 +331,24 @@ impl Inner {
             }
         };
         let catalog = self.catalog.clone();
+        if let Some(at) = &page.as_of
+            && let Some(missing) = checked.tables.iter().find(|t| !at.contains_key(*t))
+        {
+            return Err(SqlError::Cursor(format!(
+                "it holds no snapshot of the table {missing:?}, which the query reads"
+            )));
+        }
         let (team_id, names) = (team.clone(), checked.tables.clone());
-        let as_of = as_of.cloned();
+        let as_of = page.as_of.clone();
         let snapshots = tokio::task::spawn_blocking(move || {
             names
                 .into_iter()
                 .map(|name| {
                     let snapshot = match &as_of {
                         None => catalog.snapshot(&team_id, &name)?,
-                        Some(at) => match at.get(&name) {
-                            Some(id) => catalog.snapshot_as_of(&team_id, &name, Some(*id))?,
-                            None => None,
-                        },
+                        Some(at) => {
+                            catalog.snapshot_as_of(&team_id, &name, at.get(&name).copied())?
+                        }
                     };
                     Ok((snapshot, name))
                 })
@@ -364,7 +382,14 @@ impl Inner {
             ctx.register_table(name.as_str(), Arc::new(table))
                 .map_err(SqlError::planning)?;
         }
-        let state = ctx.state();
+        let mut state = ctx.state();
+        if let Some(at) = page.started_at.and_then(DateTime::from_timestamp_micros) {
+            state.execution_props_mut().query_execution_start_time = Some(at);
+        }
+        let started_at = state
+            .execution_props()
+            .query_execution_start_time
+            .map_or(0, |t| t.timestamp_micros());
         let plan = state
             .statement_to_plan(checked.statement)
             .await
@@ -374,6 +399,7 @@ impl Inner {
             state,
             plan,
             snapshots: read_at,
+            started_at,
         })
     }
 

@@ -33,6 +33,9 @@ pub enum SqlError {
          row (sort by the GROUP BY keys, or by every column)"
     )]
     Unordered,
+    /// A cursor that does not fit the query (400 `invalid_cursor`).
+    #[error("cursor is not valid: {0}")]
+    Cursor(String),
     /// The snapshot a cursor's first page read is gone (410 `cursor_expired`).
     #[error("{0}")]
     Expired(String),

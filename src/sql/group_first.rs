@@ -134,9 +134,8 @@ impl ExecutionPlan for GroupFirstExec {
             while let Some(batch) = input.next().await {
                 best.add(&batch?)?;
             }
-            best.finish(batch_rows)
+            Ok::<_, datafusion::error::DataFusionError>(best.finish(batch_rows))
         })
-        .map_ok(|batches| futures::stream::iter(batches.into_iter().map(Ok)))
         .try_flatten();
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, rows)))
     }
@@ -151,7 +150,7 @@ struct Best {
     order: Vec<Arc<dyn PhysicalExpr>>,
     groups: Box<dyn GroupValues>,
     sort_keys: RowConverter,
-    /// Each group's sort key, as [`RowConverter`] bytes.
+    /// Each group's sort key, as [`RowConverter`] bytes (empty until the group has a row).
     best_key: Vec<Box<[u8]>>,
     /// Each group's best row.
     place: Vec<Place>,
@@ -214,19 +213,21 @@ impl Best {
         let sort_keys = self
             .sort_keys
             .convert_columns(&evaluate(&self.order, batch)?)?;
-        self.in_batch.resize(self.groups.len(), NONE);
+        // New groups, in whatever order `intern` numbered them, start with no best row.
+        let groups = self.groups.len();
+        self.in_batch.resize(groups, NONE);
+        self.best_key.resize_with(groups, Default::default);
+        self.place.resize(groups, (usize::MAX, 0));
         for (row, &group) in self.row_groups.iter().enumerate() {
             let key = sort_keys.row(row);
-            if group == self.best_key.len() {
-                // A new group: groups are numbered in order of first appearance.
-                self.best_key.push(key.as_ref().into());
-                self.place.push((usize::MAX, 0));
-            } else if key.as_ref() < &*self.best_key[group] {
-                let best = &mut self.best_key[group];
-                if best.len() == key.as_ref().len() {
-                    best.copy_from_slice(key.as_ref());
+            let key = key.as_ref();
+            let best = &mut self.best_key[group];
+            // An empty best is none yet: an encoded sort key is never empty.
+            if best.is_empty() || key < &**best {
+                if best.len() == key.len() {
+                    best.copy_from_slice(key);
                 } else {
-                    *best = key.as_ref().into();
+                    *best = key.into();
                 }
             } else {
                 continue;
@@ -285,17 +286,18 @@ impl Best {
         self.reservation.try_resize(held)
     }
 
-    /// Each group's best row, in batches of at most `batch_rows`.
-    fn finish(self, batch_rows: usize) -> DfResult<Vec<RecordBatch>> {
-        let groups = self.place.len();
-        let mut out = Vec::with_capacity(groups.div_ceil(batch_rows.max(1)));
-        let mut from = 0;
-        while from < groups {
-            let to = (from + batch_rows.max(1)).min(groups);
-            out.push(self.best_rows(from, to)?);
-            from = to;
-        }
-        Ok(out)
+    /// Each group's best row, in batches of at most `batch_rows`, each copied out of the kept
+    /// rows when it is asked for (the kept rows and their reservation go with the last).
+    fn finish(
+        self,
+        batch_rows: usize,
+    ) -> impl futures::Stream<Item = DfResult<RecordBatch>> + Send {
+        let step = batch_rows.max(1);
+        let starts = (0..self.place.len()).step_by(step);
+        futures::stream::iter(starts.map(move |from| {
+            let to = (from + step).min(self.place.len());
+            self.best_rows(from, to)
+        }))
     }
 }
 

@@ -129,6 +129,24 @@ async fn a_totally_ordered_query_pages_over_its_first_snapshot() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn now_is_the_first_pages_time_on_every_page() {
+    let fx = Fx::start().await;
+    let element = fx
+        .sql_element(
+            "SELECT user_id, count(*) AS n, max(now()) AS asked FROM order_completed \
+             WHERE \"timestamp\" < now() GROUP BY user_id ORDER BY user_id NULLS FIRST",
+        )
+        .await;
+    let pages = pages(&fx, &element, 3, json!({})).await;
+    assert!(pages.len() >= 3);
+    let asked: Vec<&Value> = pages.iter().flatten().map(|r| &r["asked"]).collect();
+    assert!(asked.iter().all(|a| *a == asked[0]), "{asked:?}");
+    // A new first page is a new time.
+    let (_, again) = fx.t.download(&element, json!({"limit": 3})).await;
+    assert_ne!(&again["data"][0]["asked"], asked[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_that_may_tie_are_not_paged() {
     let fx = Fx::start().await;
     let by_count =
@@ -154,6 +172,7 @@ async fn rows_that_may_tie_are_not_paged() {
         snaps: BTreeMap::from([("order_completed".to_string(), snap.as_of)]),
         sent: 3,
         cols: "any".into(),
+        t: 0,
         q: cursor::query_fingerprint(&element, &None, &None, &None),
     };
     let body = json!({"limit": 3, "cursor": cursor::encode(&forged)});
@@ -204,6 +223,35 @@ async fn a_cursor_serves_only_the_request_it_came_from() {
             "{body}: {doc}"
         );
     }
+    // Well-formed cursors that do not fit: a snapshot missing for a table the query reads, a
+    // count of rows past what a query can skip.
+    let decoded: QueryCursor = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &c).unwrap(),
+    )
+    .unwrap();
+    let without_table = QueryCursor {
+        snaps: BTreeMap::new(),
+        ..decoded.clone()
+    };
+    let too_far = QueryCursor {
+        sent: u64::MAX,
+        ..decoded
+    };
+    for forged in [without_table, too_far] {
+        let body = json!({"limit": 2, "params": params, "cursor": cursor::encode(&forged)});
+        let (status, doc) = fx.t.download(&element, body).await;
+        assert_eq!(
+            (status, doc["error"]["code"].as_str()),
+            (400, Some("invalid_cursor")),
+            "{doc}"
+        );
+    }
+    // The largest limit a request may ask for is no error.
+    let (status, doc) =
+        fx.t.download(&element, json!({"limit": u64::MAX, "params": params}))
+            .await;
+    assert_eq!(status, 200, "{doc}");
+
     let (status, doc) =
         fx.t.download(
             &element,
