@@ -5,10 +5,9 @@
 //! instead of all of them, and the window above still makes the final pick.
 //!
 //! Per input partition: each batch's keys are interned by DataFusion's own
-//! [`GroupValues`] (the hash table its aggregates use), each row's sort key is encoded with
-//! Arrow's [`RowConverter`] (so comparing two keys is comparing bytes, in the sort's directions
-//! and null order), and a row that sorts strictly before its group's best so far becomes the
-//! best. The best rows of a batch are copied out of it (`take`), so the input's batches are
+//! [`GroupValues`] (the hash table its aggregates use), each row's sort key is made comparable
+//! ([`SortKeys`]: Arrow's row format, or one integer for a single integer or timestamp column),
+//! and a row that sorts strictly before its group's best so far becomes the best. The best rows of a batch are copied out of it (`take`), so the input's batches are
 //! never held; the copies are merged again (`interleave`) when they hold twice as many rows as
 //! there are groups. Rows that tie on the sort key: the first one read wins — `row_number`
 //! picks an arbitrary one of them too. Memory — the groups, their keys and the copied rows — is
@@ -21,7 +20,6 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{interleave_record_batch, take_record_batch};
 use arrow::datatypes::{Schema, SchemaRef};
-use arrow::row::{RowConverter, SortField};
 use datafusion::common::Result as DfResult;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::execution::TaskContext;
@@ -36,6 +34,8 @@ use datafusion::physical_plan::{
     SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt};
+
+use super::sort_key::SortKeys;
 
 /// Keeps, of each group of rows with equal `keys`, the row that sorts first by `order`.
 #[derive(Debug)]
@@ -149,9 +149,8 @@ struct Best {
     keys: Vec<Arc<dyn PhysicalExpr>>,
     order: Vec<Arc<dyn PhysicalExpr>>,
     groups: Box<dyn GroupValues>,
-    sort_keys: RowConverter,
-    /// Each group's sort key, as [`RowConverter`] bytes (empty until the group has a row).
-    best_key: Vec<Box<[u8]>>,
+    /// Each group's best sort key.
+    sort_keys: SortKeys,
     /// Each group's best row.
     place: Vec<Place>,
     /// Copies of rows that were best when read (some since beaten).
@@ -178,21 +177,11 @@ impl Best {
             .map(|k| k.return_field(schema).map(|f| f.as_ref().clone()))
             .collect::<DfResult<Vec<_>>>()?;
         let groups = new_group_values(Arc::new(Schema::new(key_fields)), &GroupOrdering::None)?;
-        let sort_fields = order
-            .iter()
-            .map(|s| {
-                Ok(SortField::new_with_options(
-                    s.expr.data_type(schema)?,
-                    s.options,
-                ))
-            })
-            .collect::<DfResult<Vec<_>>>()?;
         Ok(Self {
             keys: keys.to_vec(),
             order: order.iter().map(|s| s.expr.clone()).collect(),
             groups,
-            sort_keys: RowConverter::new(sort_fields)?,
-            best_key: Vec::new(),
+            sort_keys: SortKeys::new(schema, order)?,
             place: Vec::new(),
             kept: Vec::new(),
             kept_rows: 0,
@@ -210,26 +199,14 @@ impl Best {
         }
         let keys = evaluate(&self.keys, batch)?;
         self.groups.intern(&keys, &mut self.row_groups)?;
-        let sort_keys = self
-            .sort_keys
-            .convert_columns(&evaluate(&self.order, batch)?)?;
+        let sort_keys = self.sort_keys.batch(&evaluate(&self.order, batch)?)?;
         // New groups, in whatever order `intern` numbered them, start with no best row.
         let groups = self.groups.len();
         self.in_batch.resize(groups, NONE);
-        self.best_key.resize_with(groups, Default::default);
+        self.sort_keys.grow(groups);
         self.place.resize(groups, (usize::MAX, 0));
         for (row, &group) in self.row_groups.iter().enumerate() {
-            let key = sort_keys.row(row);
-            let key = key.as_ref();
-            let best = &mut self.best_key[group];
-            // An empty best is none yet: an encoded sort key is never empty.
-            if best.is_empty() || key < &**best {
-                if best.len() == key.len() {
-                    best.copy_from_slice(key);
-                } else {
-                    *best = key.into();
-                }
-            } else {
+            if !self.sort_keys.improve(group, &sort_keys, row) {
                 continue;
             }
             if self.in_batch[group] == NONE {
@@ -275,11 +252,10 @@ impl Best {
     /// Grows or shrinks the reservation to what is held now.
     fn reserve(&mut self) -> DfResult<()> {
         let kept: usize = self.kept.iter().map(|b| b.get_array_memory_size()).sum();
-        let keys: usize = self.best_key.iter().map(|k| k.len() + 16).sum();
+
         let held = self.groups.size()
             + self.sort_keys.size()
             + kept
-            + keys
             + self.place.capacity() * size_of::<Place>()
             + self.in_batch.capacity() * 4
             + self.row_groups.capacity() * size_of::<usize>();

@@ -20,6 +20,7 @@ mod params;
 mod pushdown;
 mod row_number_rule;
 pub mod scan;
+mod sort_key;
 
 pub use engine::{Page, QueryResult, SqlEngine};
 pub use error::SqlError;
