@@ -26,7 +26,7 @@ impl BufferedTable {
     /// Appends one row (see [`TableBuffer::append`]).
     pub fn append<'a>(
         &mut self,
-        cells: impl IntoIterator<Item = &'a Cell>,
+        cells: impl IntoIterator<Item = &'a Cell> + Clone,
     ) -> Result<(), arrow::error::ArrowError> {
         self.open.append(cells)
     }

@@ -147,6 +147,22 @@ impl ColumnBuilder {
 
     /// Replaces the builder with one of type `to` (float64 or string), carrying every value
     /// over exactly: integers into a float64 column stay integers; text as [`to_text`] gives it.
+    /// The values appended so far, leaving the builder as it is (the types that widen to text
+    /// by [`to_text`]: boolean, int64, float64, timestamp).
+    fn values_so_far(&self) -> ArrayRef {
+        match self {
+            ColumnBuilder::Bool(b) => Arc::new(b.finish_cloned()),
+            ColumnBuilder::Int(b) => Arc::new(b.finish_cloned()),
+            ColumnBuilder::Float(b) => Arc::new(b.finish_cloned()),
+            ColumnBuilder::Ts(b) => Arc::new(b.finish_cloned()),
+            ColumnBuilder::Str(b) => Arc::new(b.finish_cloned()),
+            ColumnBuilder::Mixed(m) => {
+                let text: StringArray = m.iter().map(|v| v.map(Num::text)).collect();
+                Arc::new(text)
+            }
+        }
+    }
+
     fn widen(&mut self, to: ColumnType) -> Result<(), ArrowError> {
         let fresh = match (to, &mut *self) {
             (ColumnType::Float64, ColumnBuilder::Int(b)) => {
@@ -158,8 +174,8 @@ impl ColumnBuilder {
                 ColumnBuilder::Str(b)
             }
             (ColumnType::String, other) => {
-                let (old, _) = other.finish();
-                let text = to_text(&old)?;
+                // Copied, not finished: if the text fails, the column keeps its values.
+                let text = to_text(&other.values_so_far())?;
                 let text = text
                     .as_any()
                     .downcast_ref::<StringArray>()
@@ -208,9 +224,53 @@ pub struct TableBuffer {
     last_row: Vec<usize>,
     index: HashMap<String, usize>,
     rows: usize,
+    /// Scratch of [`TableBuffer::append`]: each cell's column, `None` for a cell it skips.
+    targets: Vec<Option<usize>>,
 }
 
 impl TableBuffer {
+    /// Finds (or creates) and widens the column of each cell of row `row`, into `targets`: a
+    /// duplicate name in one row is skipped (the first wins), as is a null cell of an unknown
+    /// column.
+    fn prepare<'a>(
+        &mut self,
+        cells: impl IntoIterator<Item = &'a Cell>,
+        row: usize,
+        targets: &mut Vec<Option<usize>>,
+    ) -> Result<(), ArrowError> {
+        for (name, value) in cells {
+            let idx = match self.index.get(name) {
+                Some(&i) => i,
+                None => {
+                    let Some(ty) = value.column_type() else {
+                        targets.push(None);
+                        continue;
+                    };
+                    self.names.push(name.clone());
+                    self.columns.push(ColumnBuilder::new(ty, row));
+                    self.last_row.push(row);
+                    self.index.insert(name.clone(), self.columns.len() - 1);
+                    self.columns.len() - 1
+                }
+            };
+            if self.last_row[idx] > row {
+                targets.push(None);
+                continue;
+            }
+            let col = &mut self.columns[idx];
+            if let Some(ty) = value.column_type() {
+                let wide = col.ty().widen(ty);
+                if wide != col.ty() {
+                    col.widen(wide)?;
+                }
+            }
+            // Claimed for this row (a later cell of the same name is skipped).
+            self.last_row[idx] = row + 1;
+            targets.push(Some(idx));
+        }
+        Ok(())
+    }
+
     /// Rows buffered.
     pub fn rows(&self) -> usize {
         self.rows
@@ -227,38 +287,31 @@ impl TableBuffer {
     }
 
     /// Appends one row made of the given cell lists. Null cells of unknown columns add nothing.
+    /// All or nothing: the columns are found, created and widened for every cell first (the
+    /// only step that can fail, and one that leaves every column as many rows long as before),
+    /// then the values are appended.
     pub fn append<'a>(
         &mut self,
-        cells: impl IntoIterator<Item = &'a Cell>,
+        cells: impl IntoIterator<Item = &'a Cell> + Clone,
     ) -> Result<(), ArrowError> {
         let row = self.rows;
-        for (name, value) in cells {
-            let idx = match self.index.get(name) {
-                Some(&i) => i,
-                None => {
-                    let Some(ty) = value.column_type() else {
-                        continue;
-                    };
-                    self.names.push(name.clone());
-                    self.columns.push(ColumnBuilder::new(ty, row));
-                    self.last_row.push(row);
-                    self.index.insert(name.clone(), self.columns.len() - 1);
-                    self.columns.len() - 1
-                }
-            };
-            if self.last_row[idx] > row {
-                continue; // a duplicate name in one row: the first wins
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        let prepared = self.prepare(cells.clone(), row, &mut targets);
+        if let Err(e) = prepared {
+            // Nothing of the row was appended: unmark the columns it claimed.
+            for idx in targets.iter().flatten() {
+                self.last_row[*idx] = row;
             }
-            let col = &mut self.columns[idx];
-            if let Some(ty) = value.column_type() {
-                let wide = col.ty().widen(ty);
-                if wide != col.ty() {
-                    col.widen(wide)?;
-                }
-            }
-            col.append(value);
-            self.last_row[idx] = row + 1;
+            self.targets = targets;
+            return Err(e);
         }
+        for ((_, value), target) in cells.into_iter().zip(&targets) {
+            if let Some(idx) = *target {
+                self.columns[idx].append(value);
+            }
+        }
+        self.targets = targets;
         for (idx, col) in self.columns.iter_mut().enumerate() {
             if self.last_row[idx] <= row {
                 col.append_nulls(1);
@@ -326,6 +379,28 @@ mod tests {
             vec![None, Some("true"), Some("3")]
         );
         assert_eq!(b.rows(), 0);
+    }
+
+    /// A timestamp beyond what text can show (i64::MAX µs) cannot widen to string: the row that
+    /// asks for it fails whole — the cells before it in the row are not appended, the column
+    /// keeps its values — and the buffer stays whole.
+    #[test]
+    fn a_row_that_cannot_widen_leaves_the_buffer_whole() {
+        let mut b = TableBuffer::default();
+        b.append(&[cell("a", Value::Int(1)), cell("t", Value::Ts(i64::MAX))])
+            .unwrap();
+        let row = [cell("a", Value::Int(2)), cell("t", Value::Str("x".into()))];
+        assert!(b.append(&row).is_err());
+        b.append(&[cell("a", Value::Int(3)), cell("t", Value::Ts(0))])
+            .unwrap();
+        assert_eq!(b.rows(), 2);
+        let batch = b.take_batch();
+        assert_eq!(batch.num_rows(), 2);
+        let a = batch
+            .column(0)
+            .as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(a.values().to_vec(), [1, 3]);
+        assert_eq!(batch.column(1).len(), 2);
     }
 
     #[test]
