@@ -145,8 +145,6 @@ impl ColumnBuilder {
         (a, false)
     }
 
-    /// Replaces the builder with one of type `to` (float64 or string), carrying every value
-    /// over exactly: integers into a float64 column stay integers; text as [`to_text`] gives it.
     /// The values appended so far, leaving the builder as it is (the types that widen to text
     /// by [`to_text`]: boolean, int64, float64, timestamp).
     fn values_so_far(&self) -> ArrayRef {
@@ -163,10 +161,13 @@ impl ColumnBuilder {
         }
     }
 
-    fn widen(&mut self, to: ColumnType) -> Result<(), ArrowError> {
-        let fresh = match (to, &mut *self) {
+    /// A builder of type `to` (float64 or string) holding every value of this one, carried over
+    /// exactly: integers into a float64 column stay integers; text as [`to_text`] gives it. This
+    /// builder is left as it is (the row asking for the widening may still fail).
+    fn widened(&self, to: ColumnType) -> Result<ColumnBuilder, ArrowError> {
+        Ok(match (to, self) {
             (ColumnType::Float64, ColumnBuilder::Int(b)) => {
-                ColumnBuilder::Mixed(b.finish().iter().map(|v| v.map(Num::I)).collect())
+                ColumnBuilder::Mixed(b.finish_cloned().iter().map(|v| v.map(Num::I)).collect())
             }
             (ColumnType::String, ColumnBuilder::Mixed(m)) => {
                 let mut b = StringBuilder::new();
@@ -174,7 +175,6 @@ impl ColumnBuilder {
                 ColumnBuilder::Str(b)
             }
             (ColumnType::String, other) => {
-                // Copied, not finished: if the text fails, the column keeps its values.
                 let text = to_text(&other.values_so_far())?;
                 let text = text
                     .as_any()
@@ -185,9 +185,7 @@ impl ColumnBuilder {
                 ColumnBuilder::Str(b)
             }
             (to, b) => unreachable!("widening {:?} to {to:?}", b.ty()),
-        };
-        *self = fresh;
-        Ok(())
+        })
     }
 }
 
@@ -232,11 +230,13 @@ impl TableBuffer {
     /// Finds (or creates) and widens the column of each cell of row `row`, into `targets`: a
     /// duplicate name in one row is skipped (the first wins), as is a null cell of an unknown
     /// column.
+    /// Widened builders are put in `widened`, to replace their columns once every cell passed.
     fn prepare<'a>(
         &mut self,
         cells: impl IntoIterator<Item = &'a Cell>,
         row: usize,
         targets: &mut Vec<Option<usize>>,
+        widened: &mut Vec<(usize, ColumnBuilder)>,
     ) -> Result<(), ArrowError> {
         for (name, value) in cells {
             let idx = match self.index.get(name) {
@@ -257,11 +257,11 @@ impl TableBuffer {
                 targets.push(None);
                 continue;
             }
-            let col = &mut self.columns[idx];
+            let col = &self.columns[idx];
             if let Some(ty) = value.column_type() {
                 let wide = col.ty().widen(ty);
                 if wide != col.ty() {
-                    col.widen(wide)?;
+                    widened.push((idx, col.widened(wide)?));
                 }
             }
             // Claimed for this row (a later cell of the same name is skipped).
@@ -297,14 +297,24 @@ impl TableBuffer {
         let row = self.rows;
         let mut targets = std::mem::take(&mut self.targets);
         targets.clear();
-        let prepared = self.prepare(cells.clone(), row, &mut targets);
+        let known = self.columns.len();
+        let mut widened = Vec::new();
+        let prepared = self.prepare(cells.clone(), row, &mut targets, &mut widened);
         if let Err(e) = prepared {
-            // Nothing of the row was appended: unmark the columns it claimed.
-            for idx in targets.iter().flatten() {
+            // Nothing of the row stays: not its new columns, not its widenings, not its marks.
+            for name in self.names.drain(known..) {
+                self.index.remove(&name);
+            }
+            self.columns.truncate(known);
+            self.last_row.truncate(known);
+            for idx in targets.iter().flatten().filter(|i| **i < known) {
                 self.last_row[*idx] = row;
             }
             self.targets = targets;
             return Err(e);
+        }
+        for (idx, builder) in widened {
+            self.columns[idx] = builder;
         }
         for ((_, value), target) in cells.into_iter().zip(&targets) {
             if let Some(idx) = *target {
@@ -382,20 +392,30 @@ mod tests {
     }
 
     /// A timestamp beyond what text can show (i64::MAX µs) cannot widen to string: the row that
-    /// asks for it fails whole — the cells before it in the row are not appended, the column
-    /// keeps its values — and the buffer stays whole.
+    /// asks for it fails whole — the cells before it in the row are not appended, its new
+    /// columns and other widenings do not stay, the column keeps its values — and the buffer
+    /// stays whole.
     #[test]
     fn a_row_that_cannot_widen_leaves_the_buffer_whole() {
         let mut b = TableBuffer::default();
         b.append(&[cell("a", Value::Int(1)), cell("t", Value::Ts(i64::MAX))])
             .unwrap();
-        let row = [cell("a", Value::Int(2)), cell("t", Value::Str("x".into()))];
+        let row = [
+            cell("a", Value::Str("2".into())),
+            cell("z", Value::Bool(true)),
+            cell("t", Value::Str("x".into())),
+        ];
         assert!(b.append(&row).is_err());
+        assert!(
+            !b.has_column("z"),
+            "the failed row's new column does not stay"
+        );
         b.append(&[cell("a", Value::Int(3)), cell("t", Value::Ts(0))])
             .unwrap();
         assert_eq!(b.rows(), 2);
         let batch = b.take_batch();
         assert_eq!(batch.num_rows(), 2);
+        // Still int64: the failed row's widening of `a` to string did not stay.
         let a = batch
             .column(0)
             .as_primitive::<arrow::datatypes::Int64Type>();
