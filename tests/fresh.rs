@@ -324,15 +324,19 @@ async fn an_element_can_read_fresh_by_default_and_sql_elements_read_fresh() {
         )
         .unwrap();
     let (_, pat) = t.catalog().create_pat(&owner.id, None).unwrap();
-    let create = |sql: &str| {
+    let post = |body: Value| {
         let req = t
             .http
             .post(t.url(&format!("/api/v1/canvases/{}/elements", t.seeded.canvas)))
             .bearer_auth(&pat)
             .header("Content-Type", "application/json")
-            .body(json!({ "sql": sql }).to_string());
+            .body(body.to_string());
+        async move { status_json(req.send().await.unwrap()).await }
+    };
+    let create = |sql: &str| {
+        let sent = post(json!({ "sql": sql }));
         async move {
-            let (status, body) = status_json(req.send().await.unwrap()).await;
+            let (status, body) = sent.await;
             assert_eq!(status, 201, "{body}");
             body["id"].as_str().unwrap().to_string()
         }
@@ -346,19 +350,23 @@ async fn an_element_can_read_fresh_by_default_and_sql_elements_read_fresh() {
     for i in 0..3 {
         single(&t, "Trial Started", i).await;
     }
-    let only_buffered = t
-        .catalog()
-        .create_sql_element(
-            &t.seeded.team,
-            &stowage::catalog::NewSqlElementRow {
-                canvas: &t.seeded.canvas,
-                name: None,
-                sql: "SELECT count(*) AS n FROM trial_started",
-                schema: &json!([{"name": "n", "type": "int64"}]),
-                fresh: true,
-            },
-        )
-        .unwrap();
+    // Created through the API: checked against the buffers when the element reads fresh, and
+    // refused (the table does not exist yet) when it does not.
+    let query = "SELECT count(*) AS n FROM trial_started";
+    let (status, body) = post(json!({"sql": query})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_sql")),
+        "{body}"
+    );
+    let (status, body) = post(json!({"sql": query, "fresh": true})).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        body["schema"],
+        json!([{"name": "n", "type": "int64"}]),
+        "{body}"
+    );
+    let only_buffered = body["id"].as_str().unwrap().to_string();
     let (status, body) = t.download(&only_buffered, json!({})).await;
     assert_eq!(
         (status, &body["data"][0]),

@@ -51,7 +51,8 @@ impl Accounts {
         rows: usize,
     ) -> Result<SqlPreview> {
         let team = TeamId::from(caller.team.id.as_str());
-        let checked = engine.check(&team, sql).await?;
+        // As a download without `fresh` runs it: committed tables only.
+        let checked = engine.check(&team, sql, false).await?;
         if !checked.params.is_empty() {
             let names: Vec<String> = checked.params.iter().map(|p| format!("${p}")).collect();
             return Err(AccountError::Invalid {
@@ -111,7 +112,7 @@ impl Accounts {
             Some(n) => Some(bounded_name(n, "name", "an element name")?),
         };
         let team = TeamId::from(caller.team.id.as_str());
-        let checked = engine.check(&team, &new.sql).await?;
+        let checked = engine.check(&team, &new.sql, new.fresh).await?;
         let schema = checked.schema_json();
         let id = self.catalog.create_sql_element(
             &caller.team.id,

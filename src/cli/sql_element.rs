@@ -36,7 +36,8 @@ pub fn create(
         .build()
         .map_err(|e| refused(e.to_string()))?;
     let checked = rt
-        .block_on(engine.check(&TeamId::from(team.as_str()), sql))
+        // Offline: no buffers to lend, so committed tables decide.
+        .block_on(engine.check(&TeamId::from(team.as_str()), sql, false))
         .map_err(|e| match e {
             SqlError::Invalid(m) | SqlError::Params(m) => AdminError::InvalidSql(m),
             SqlError::Catalog(c) => AdminError::Catalog(c),

@@ -146,9 +146,18 @@ impl SqlEngine {
     }
 
     /// Checks `sql` against the team's current tables without running it: the output schema
-    /// and the names of its parameters, or why it would be refused.
-    pub async fn check(&self, team: &TeamId, sql: &str) -> Result<Checked, SqlError> {
-        let planned = self.inner.plan(team, sql, false, &Page::default()).await?;
+    /// and the names of its parameters, or why it would be refused. `fresh` (an element that
+    /// reads fresh by default): tables that so far exist only in the buffers count too — when
+    /// they cannot be had (a node does not answer), the committed tables alone decide.
+    pub async fn check(&self, team: &TeamId, sql: &str, fresh: bool) -> Result<Checked, SqlError> {
+        let page = Page::default();
+        let planned = match fresh && self.inner.buffers.is_some() {
+            true => match self.inner.plan(team, sql, true, &page).await {
+                Err(SqlError::Fresh(_)) => self.inner.plan(team, sql, false, &page).await?,
+                other => other?,
+            },
+            false => self.inner.plan(team, sql, false, &page).await?,
+        };
         let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
             .map_err(SqlError::Invalid)?;
         Ok(Checked {
