@@ -30,6 +30,9 @@ pub struct Cursor {
     pub q: String,
 }
 
+/// The format version of an SQL element's cursor (a table's is 1).
+pub const QUERY_CURSOR_VERSION: u8 = 2;
+
 /// What an SQL element's cursor holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueryCursor {
@@ -97,7 +100,7 @@ pub fn decode(token: &str, fingerprint: &str) -> Result<Cursor, Invalid> {
 /// Decodes and checks an SQL element's cursor against the query's fingerprint.
 pub fn decode_query(token: &str, fingerprint: &str) -> Result<QueryCursor, Invalid> {
     let c: QueryCursor = open(token)?;
-    check(c.v, 2, &c.q, fingerprint)?;
+    check(c.v, QUERY_CURSOR_VERSION, &c.q, fingerprint)?;
     if c.sent > i64::MAX as u64 {
         return Err(invalid("not a cursor returned by this service"));
     }

@@ -70,6 +70,15 @@ pub fn select(available: &[Column], wanted: Option<&[String]>) -> Result<Vec<Col
     Ok(out)
 }
 
+/// Most rows a download sends: the element's limit and the request's, the smaller of the two.
+pub fn row_limit(element: &Element, req: &DownloadRequest) -> Option<usize> {
+    let limit = match (element.limit, req.limit) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    limit.map(|l| l.min(usize::MAX as u64) as usize)
+}
+
 /// The type of a standard column, which is known before any data arrives.
 fn standard_type(name: &str) -> Option<ColumnType> {
     match name {
@@ -166,10 +175,7 @@ pub fn plan(
             });
         }
     }
-    let limit = match (element.limit, req.limit) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
+    let limit = row_limit(&element, req);
     Ok(Plan {
         columns: TableSchema { columns },
         table: schema,
@@ -178,7 +184,7 @@ pub fn plan(
         files,
         buffered,
         snapshot,
-        limit: limit.map(|l| l.min(usize::MAX as u64) as usize),
+        limit,
         start: resume.map(|c| c.pos),
         fingerprint,
     })

@@ -59,11 +59,7 @@ pub async fn start(
         .as_deref()
         .map(|c| cursor::decode_query(c, &fingerprint))
         .transpose()?;
-    let limit = match (element.limit, req.limit) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-    .map(|l| l.min(usize::MAX as u64) as usize);
+    let limit = plan::row_limit(element, req);
     let sent = resume.as_ref().map_or(0, |c| c.sent as usize);
     // The request's filters apply to the query's result: rows they drop are not counted.
     let in_plan = req.filters.is_none();
@@ -95,7 +91,7 @@ pub async fn start(
         .map(|c| all.iter().position(|a| a.name == c.name).expect("selected"))
         .collect();
     let next = (result.ordered && !fresh && limit.is_some()).then_some(QueryCursor {
-        v: 2,
+        v: cursor::QUERY_CURSOR_VERSION,
         snaps: result.snapshots,
         sent: sent as u64,
         cols: columns_digest,

@@ -151,12 +151,17 @@ impl SqlEngine {
     /// they cannot be had (a node does not answer), the committed tables alone decide.
     pub async fn check(&self, team: &TeamId, sql: &str, fresh: bool) -> Result<Checked, SqlError> {
         let page = Page::default();
-        let planned = match fresh && self.inner.buffers.is_some() {
-            true => match self.inner.plan(team, sql, true, &page).await {
-                Err(SqlError::Fresh(_)) => self.inner.plan(team, sql, false, &page).await?,
-                other => other?,
-            },
-            false => self.inner.plan(team, sql, false, &page).await?,
+        let lent = if fresh && self.inner.buffers.is_some() {
+            match self.inner.plan(team, sql, true, &page).await {
+                Err(SqlError::Fresh(_)) => None,
+                other => Some(other?),
+            }
+        } else {
+            None
+        };
+        let planned = match lent {
+            Some(p) => p,
+            None => self.inner.plan(team, sql, false, &page).await?,
         };
         let schema = output::warehouse_schema(planned.plan.schema().as_arrow())
             .map_err(SqlError::Invalid)?;

@@ -168,7 +168,7 @@ async fn rows_that_may_tie_are_not_paged() {
             .unwrap()
             .unwrap();
     let forged = QueryCursor {
-        v: 2,
+        v: cursor::QUERY_CURSOR_VERSION,
         snaps: BTreeMap::from([("order_completed".to_string(), snap.as_of)]),
         sent: 3,
         cols: "any".into(),
