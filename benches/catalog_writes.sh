@@ -28,4 +28,4 @@ as_pg nice -n 19 "$PGBIN/pg_ctl" -D "$W/pg/data" -l "$W/pg/log" -w \
 "$PGBIN/psql" -X -q -h 127.0.0.1 -p "$PGPORT" -U postgres -c 'CREATE DATABASE bench' postgres
 echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'), fsync on, synchronous_commit on; $(nproc) cores"
 STOWAGE_BENCH_PG_URL="postgres://postgres@127.0.0.1:$PGPORT/bench" \
-  nice -n 19 cargo test --release --test catalog_writes -- --ignored --nocapture catalog_write_throughput
+  nice -n 19 cargo test --release --test it -- --ignored --nocapture catalog_writes::catalog_write_throughput

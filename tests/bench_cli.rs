@@ -2,7 +2,7 @@
 //! acknowledged, every event stored once under its own messageId), against a stub `/v1/batch`
 //! in the batch, NDJSON, gzip and Basic-auth variants, and with a clear error for a bad URL.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::Read;

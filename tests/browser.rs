@@ -9,7 +9,7 @@
 //! `target/screenshots/settings/`. Needs `chromium` and `chromedriver` (`.ci/run` installs them)
 //! and selenium in `STOWAGE_PYTHON` (`scripts/test` sets it up).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! resolved — a retry is acknowledged as a duplicate and the event is stored once — and its
 //! bytes go back to the budget once committed.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

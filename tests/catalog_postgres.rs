@@ -3,7 +3,7 @@
 //! the real binary and the admin CLI (separate processes) share one, and neither logs the
 //! URL's password.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

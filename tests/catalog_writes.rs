@@ -9,8 +9,7 @@
 //! table) with the team's new WAL watermark. Each flusher opens its own catalog handle, as one
 //! node of a cluster does.
 
-#[path = "common/pg.rs"]
-mod pg;
+use crate::common::pg;
 
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};

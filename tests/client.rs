@@ -1,7 +1,7 @@
 //! The download client against a real server: share URLs, ids, formats, output files, and a
 //! clear message and exit code for every error body.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! the sign-in throttle is one for all nodes: guesses spread over the three at once are held to
 //! the account's limit, not three times it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Compaction: merged files keep row order; a download and a cursor that started on the old
 //! snapshot finish correctly after the swap; retired objects go only after the grace period.
 
-mod common;
+use crate::common;
 
 use common::ids;
 

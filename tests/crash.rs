@@ -2,7 +2,7 @@
 //! acknowledged event and stores none twice; a torn WAL tail is cut and reported; corruption in
 //! the middle of the WAL stops start-up with the file and offset unless told to truncate.
 
-mod common;
+use crate::common;
 
 use common::ids;
 

@@ -2,7 +2,7 @@
 //! committed, their (tiny) WAL segments deleted, the server restarted, and a client retries every
 //! event; each is acknowledged and stored once.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Durability in process: dedup (also across a restart), a panicking actor rebuilt from the WAL,
 //! an object-store outage ending in 503s and no loss, read-after-write, WAL segment deletion.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! connections beyond `server.max_connections` wait until one closes, and every response carries
 //! an `X-Request-Id`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

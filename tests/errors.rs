@@ -1,6 +1,6 @@
 //! Every error of SPEC §2.1 and §3.1 over HTTP: status, JSON error body, code, field.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -8,7 +8,7 @@
 //! from the implementation: its own name normaliser, flattening, collision rule, widening and
 //! float-to-text conversion.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};

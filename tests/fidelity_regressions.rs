@@ -3,7 +3,7 @@
 //! compaction), names normalised after flattening, limits on every table, SQL float equality in
 //! filters, collision losers kept, arrays kept as sent.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use serde_json::{Value, json};

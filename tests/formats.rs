@@ -1,7 +1,7 @@
 //! Every download format, read by independent readers: pyarrow and DuckDB (tests/py) must agree
 //! with the JSON download value for value and type for type. Also compression and negotiation.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::Command;

@@ -4,7 +4,7 @@
 //! across a flush that happens between two reads. Without `fresh` only committed files are
 //! read, and no fresh read flushes anything.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};

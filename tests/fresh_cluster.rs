@@ -5,7 +5,7 @@
 //! (503 `fresh_timeout`), never miss its events; restarted on its WAL it answers again, a node
 //! stopped cleanly is no longer waited for, and one gone for good is once an operator forgets it.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -74,19 +74,22 @@ async fn fresh_reads_see_every_nodes_buffer_or_fail() {
         .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     let mut cluster = Cluster::start(3, env).await;
-    let teams: Vec<ClusterTeam> = (0..4).map(|i| cluster.team(i)).collect();
+    // Four teams at least, and more until they live on two nodes or more: nginx hashes each
+    // team's (random) token, so four teams all land on one node about one run in 27.
+    let mut teams: Vec<ClusterTeam> = Vec::new();
     let mut sent: HashMap<String, Vec<String>> = HashMap::new();
     let mut home: HashMap<String, String> = HashMap::new();
-    for t in &teams {
-        let (ids, node) = send(&cluster, t, 0, 40).await;
+    while teams.len() < 4 || home.values().collect::<HashSet<_>>().len() < 2 {
+        assert!(
+            teams.len() < 16,
+            "the teams spread over the nodes: {home:?}"
+        );
+        let t = cluster.team(teams.len());
+        let (ids, node) = send(&cluster, &t, 0, 40).await;
         sent.insert(t.name.clone(), ids);
         home.insert(t.name.clone(), node);
+        teams.push(t);
     }
-    let homes: HashSet<&String> = home.values().collect();
-    assert!(
-        homes.len() >= 2,
-        "the teams spread over the nodes: {home:?}"
-    );
 
     // Nothing is committed yet (one-hour flushes): plain reads see nothing; fresh reads from
     // every node see every event once.

@@ -1,7 +1,7 @@
 //! Import of CSV and NDJSON (HTTP) and Parquet (CLI): names and types like events, tables
 //! downloadable through elements, and bad input refused whole with nothing half-imported.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -4,7 +4,7 @@
 //! still commit: once the lock goes, every acknowledged event is downloadable and the table
 //! reads cleanly, also after a restart (when the WAL has been trimmed).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime};
 

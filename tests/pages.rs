@@ -3,7 +3,7 @@
 //! throttle, shown-once secrets after Post/Redirect/Get, and the headers every page carries.
 //! `tests/browser.rs` walks the same pages in Chromium.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use reqwest::header::{HeaderMap, LOCATION};

@@ -1,7 +1,7 @@
 //! Filters against DuckDB on the same warehouse files, row-group pruning, element-level filters,
 //! and cursor paging that reassembles the exact table.
 
-mod common;
+use crate::common;
 
 use common::ids;
 

@@ -5,7 +5,7 @@
 //! decoded and encoded into the same response; anything that selects rows or columns takes the
 //! decode path.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

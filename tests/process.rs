@@ -2,7 +2,7 @@
 //! CLI works beside a running server, bad config stops start-up naming the key, transparent
 //! huge pages are off.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,6 +1,6 @@
 //! End to end over HTTP: events in, Parquet committed, tables back out as JSON.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

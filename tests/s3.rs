@@ -4,7 +4,7 @@
 //! the service in-process and as the real binary; the server going away gives 503s and loses
 //! nothing once it is back.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! full, memory stays within it, and once S3 is back (the same port) every acknowledged event is
 //! stored, once, in order.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

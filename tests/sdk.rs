@@ -6,7 +6,7 @@
 //! skew-corrected timestamps — for the Node SDKs checked against the time fields each message
 //! carried on the wire.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! all-or-nothing validation listing every bad index; limits (gzip decompressed only up to the
 //! limit, messages per batch); duplicates stored once; the Segment error shape.
 
-mod common;
+use crate::common;
 
 use common::segment::{gz, post, table_ids, track};
 use common::{TestServer, status_json};

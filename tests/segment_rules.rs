@@ -4,7 +4,7 @@
 //! `timestamp`, `original_timestamp`, `sent_at`, `received_at` for Segment- and
 //! RudderStack-shaped messages.
 
-mod common;
+use crate::common;
 
 use common::segment::{gz, post, table_ids, track};
 use common::{TestServer, micros};

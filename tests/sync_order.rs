@@ -4,7 +4,7 @@
 //! directory) are synced before the catalog transaction that names it is written. Without
 //! those syncs a power cut after the commit could leave an empty file as the only copy.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -2,7 +2,7 @@
 //! process changes a running server's flush interval, budget and rate limit within a second;
 //! `admin team show` prints the effective values; an empty value resets.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

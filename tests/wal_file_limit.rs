@@ -4,7 +4,7 @@
 //! itself, and every acknowledged event — including those acknowledged in the failing batch —
 //! is stored exactly once; events refused meanwhile are stored when retried.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -6,12 +6,9 @@
 //! address ([`edge`]). `STOWAGE_TEST_BIN` runs them against another build (an older one fails
 //! them).
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
-#[path = "../api/client.rs"]
-#[allow(dead_code)]
-mod client;
+use crate::api::client;
 
 mod bounds;
 mod edge;

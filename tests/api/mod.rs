@@ -4,10 +4,9 @@
 //! [`sessions`]) — and the promise that a secret is shown once and never logged ([`secrets`],
 //! [`operator`], which drives the real binary and its admin CLI).
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
-mod client;
+pub(crate) mod client;
 mod fixture;
 mod matrix;
 mod operator;

@@ -2,8 +2,7 @@
 //! analysts' queries over data sent through the Segment endpoints (with tables whose files
 //! have mixed schemas), refusals, team isolation, parameters, the limits, and every format.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod fixture;
 mod formats;
