@@ -1,15 +1,23 @@
 //! Duplicate suppression: a client `messageId` already accepted for the team within the window
 //! is acknowledged again but not stored again. An id is *claimed* before its event is logged and
-//! *resolved* once the outcome is known, so a duplicate that arrives meanwhile waits for the
+//! *settled* once the outcome is known, so a duplicate that arrives meanwhile waits for the
 //! original: it is acknowledged only if the original was stored, and retried as new if the
-//! original failed. Bounded: at most `capacity` ids, oldest first out. An id is remembered as a
-//! 128-bit digest of team and id under two per-process random seeds (~90 bytes per id with the
-//! expiry queue, against ~190 for the strings): a window of a million ids is ~85 MiB.
+//! original failed. Bounded: at most `capacity` ids, oldest first out.
+//!
+//! Laid out for the cache, since with a million ids every probe of the window is a miss: an id
+//! is a 128-bit digest of team and id under two per-process random seeds, remembered in the
+//! window as digest → acceptance time (24 bytes a slot) with an expiry queue in acceptance order
+//! (24 bytes an id): ~75 MiB for the default million, against ~130 MiB when every slot also
+//! carried its claim's state. Claims still in flight live in a small map of their own
+//! ([`Inner::pending`], as many ids as appends in flight, so it stays in cache): a claim looks the
+//! digest up in both and inserts it into both where it just looked, and settling a stored append
+//! only takes its ids out of that small map — the window is touched again only when an append
+//! failed. Each new id costs two misses (its probe, and the expiry of the oldest), not three.
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
-use foldhash::HashMap;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::watch;
@@ -27,16 +35,14 @@ pub enum Outcome {
     Failed,
 }
 
-/// The right (and duty) to resolve a freshly claimed id.
+/// The right (and duty) to settle a freshly claimed id.
 pub struct Ticket {
     key: Key,
-    /// Which claim of the id this is (an id can be claimed again after a failure).
-    claim: u64,
 }
 
 /// Result of [`Dedup::claim`].
 pub enum Claim {
-    /// First sighting: log the event, then [`Dedup::resolve`] the ticket.
+    /// First sighting: log the event, then [`Dedup::settle`] the ticket.
     New(Ticket),
     /// Seen before (maybe still pending): wait for its outcome.
     Seen(watch::Receiver<Outcome>),
@@ -53,24 +59,53 @@ pub struct Dedup {
 /// A team's id, as a 128-bit digest (two 64-bit hashes under per-process random seeds that
 /// differ in their per-hasher part): a collision would take a new event for a duplicate; by
 /// chance it is negligible in a window of a million ids, and it cannot be aimed at without the
-/// seeds.
-type Key = u128;
+/// seeds. Two words rather than a `u128`, whose 16-byte alignment would pad every slot to 32.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Key([u64; 2]);
 
-struct Entry {
-    at: i64,
-    claim: u64,
-    outcome: Outcome,
+impl std::hash::Hash for Key {
+    /// The first word alone: the key is a seeded digest already, so hashing it again (as a
+    /// `HashMap`'s own hasher would) buys nothing.
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(self.0[0]);
+    }
+}
+
+/// Passes [`Key`]'s first word through as the hash.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached (a `Key` writes one u64); any bytes still make some hash.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
+
+/// A claim whose append is in flight.
+struct Pending {
     /// Created only when a duplicate arrives while the original is pending.
     waiters: Option<watch::Sender<Outcome>>,
 }
 
 #[derive(Default)]
 struct Inner {
-    seen: HashMap<Key, Entry>,
+    /// Digest → acceptance time (µs), pending ids included.
+    seen: KeyMap<i64>,
+    /// `seen`'s ids in acceptance order, for expiry (also ids since forgotten: see `expire`).
     order: VecDeque<(i64, Key)>,
-    claims: u64,
-    /// Waiters of pending claims pushed out by the capacity: they still get the outcome.
-    evicted: HashMap<u64, watch::Sender<Outcome>>,
+    /// Ids claimed and not settled yet.
+    pending: KeyMap<Pending>,
 }
 
 impl Dedup {
@@ -90,12 +125,35 @@ impl Dedup {
 
     /// Claims `id` for `team` at `now_us`, or reports that it was seen within the window.
     pub fn claim(&self, team: &TeamId, id: &str, now_us: i64) -> Claim {
-        self.insert_with(team, id, now_us, Outcome::Pending)
+        let key = self.key(team, id);
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.expire(now_us - self.window_us, self.capacity);
+        if let Some(p) = inner.pending.get_mut(&key) {
+            let tx = p
+                .waiters
+                .get_or_insert_with(|| watch::channel(Outcome::Pending).0);
+            return Claim::Seen(tx.subscribe());
+        }
+        if inner.remembers(key, now_us - self.window_us) {
+            return Claim::Seen(watch::channel(Outcome::Stored).1);
+        }
+        inner.seen.insert(key, now_us);
+        inner.order.push_back((now_us, key));
+        inner.pending.insert(key, Pending { waiters: None });
+        Claim::New(Ticket { key })
     }
 
     /// Records an id whose event is known to be stored (WAL replay).
     pub fn remember_stored(&self, team: &TeamId, id: &str, at_us: i64) {
-        let _ = self.insert_with(team, id, at_us, Outcome::Stored);
+        let key = self.key(team, id);
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.expire(at_us - self.window_us, self.capacity);
+        if !inner.remembers(key, at_us - self.window_us) {
+            inner.seen.insert(key, at_us);
+            inner.order.push_back((at_us, key));
+        }
     }
 
     fn key(&self, team: &TeamId, id: &str) -> Key {
@@ -107,67 +165,32 @@ impl Dedup {
             h.write(id.as_bytes());
             h.finish()
         };
-        (u128::from(half(&self.seeds[0])) << 64) | u128::from(half(&self.seeds[1]))
+        Key([half(&self.seeds[0]), half(&self.seeds[1])])
     }
 
-    fn insert_with(&self, team: &TeamId, id: &str, now_us: i64, outcome: Outcome) -> Claim {
-        let key = self.key(team, id);
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        inner.expire(now_us - self.window_us, self.capacity);
-        if let Some(e) = inner.seen.get_mut(&key)
-            && e.at >= now_us - self.window_us
-        {
-            let rx = match &e.waiters {
-                Some(tx) => tx.subscribe(),
-                None => {
-                    let (tx, rx) = watch::channel(e.outcome);
-                    if e.outcome == Outcome::Pending {
-                        e.waiters = Some(tx);
-                    }
-                    rx
-                }
-            };
-            return Claim::Seen(rx);
+    /// Settles the claims of one append, under one lock: `stored` keeps the ids; otherwise they
+    /// are forgotten so a retry goes through. Whoever waits on one learns the outcome.
+    pub fn settle(&self, tickets: Vec<Ticket>, stored: bool) {
+        if tickets.is_empty() {
+            return;
         }
-        inner.claims += 1;
-        let claim = inner.claims;
-        inner.seen.insert(
-            key,
-            Entry {
-                at: now_us,
-                claim,
-                outcome,
-                waiters: None,
-            },
-        );
-        inner.order.push_back((now_us, key));
-        Claim::New(Ticket { key, claim })
-    }
-
-    /// Settles a claim: `stored` keeps the id; otherwise it is forgotten so a retry goes through.
-    pub fn resolve(&self, ticket: Ticket, stored: bool) {
         let outcome = if stored {
             Outcome::Stored
         } else {
             Outcome::Failed
         };
         let mut inner = self.lock();
-        if let Some(tx) = inner.evicted.remove(&ticket.claim) {
-            tx.send_replace(outcome);
-        }
-        let Some(e) = inner.seen.get_mut(&ticket.key) else {
-            return;
-        };
-        if e.claim != ticket.claim {
-            return; // expired and claimed again since
-        }
-        e.outcome = outcome;
-        if let Some(tx) = e.waiters.take() {
-            tx.send_replace(outcome);
-        }
-        if !stored {
-            inner.seen.remove(&ticket.key);
+        for ticket in tickets {
+            if let Some(p) = inner.pending.remove(&ticket.key)
+                && let Some(tx) = p.waiters
+            {
+                tx.send_replace(outcome);
+            }
+            if !stored {
+                // No other claim of the id can have come meanwhile (it was pending), so the
+                // time remembered is this claim's, unless the capacity pushed it out already.
+                inner.seen.remove(&ticket.key);
+            }
         }
     }
 
@@ -183,9 +206,14 @@ impl Dedup {
 }
 
 impl Inner {
+    /// Whether `key` was accepted at or after `since`.
+    fn remembers(&self, key: Key, since: i64) -> bool {
+        self.seen.get(&key).is_some_and(|at| *at >= since)
+    }
+
     /// Forgets ids older than the window, and the oldest beyond `capacity` (and any beyond
-    /// twice the capacity in the expiry queue). A pending id's
-    /// waiters are kept aside so they still learn its outcome.
+    /// twice the capacity in the expiry queue). A pending id pushed out stays pending: its
+    /// duplicates still wait for its outcome.
     fn expire(&mut self, older_than: i64, capacity: usize) {
         while let Some((at, _)) = self.order.front() {
             // `order` also holds ids whose claim failed (forgotten in `seen`, not here): it is
@@ -197,11 +225,8 @@ impl Inner {
                 break;
             }
             let (at, key) = self.order.pop_front().expect("front exists");
-            if self.seen.get(&key).is_some_and(|e| e.at == at)
-                && let Some(e) = self.seen.remove(&key)
-                && let Some(tx) = e.waiters
-            {
-                self.evicted.insert(e.claim, tx);
+            if self.seen.get(&key) == Some(&at) {
+                self.seen.remove(&key);
             }
         }
     }
@@ -232,10 +257,10 @@ mod tests {
             Outcome::Pending,
             "the original is still being logged"
         );
-        d.resolve(first, false);
+        d.settle(vec![first], false);
         assert_eq!(*rx.borrow(), Outcome::Failed);
         let again = is_new(d.claim(&t, "a", 1_000_001)).expect("a failed original frees the id");
-        d.resolve(again, true);
+        d.settle(vec![again], true);
         let Claim::Seen(rx) = d.claim(&t, "a", 2_000_000) else {
             panic!()
         };
@@ -267,8 +292,44 @@ mod tests {
             d.claim(&t, &format!("x{i}"), 2);
         }
         assert!(d.len() <= 2, "the capacity pushed the pending claim out");
-        d.resolve(original, true);
+        d.settle(vec![original], true);
         assert_eq!(*rx.borrow_and_update(), Outcome::Stored);
+    }
+
+    /// An append still in flight past the window (a stalled disk) keeps its ids claimed: a
+    /// duplicate waits for it instead of being logged a second time. Settling several ids at
+    /// once keeps the stored ones and frees only those of a failed append.
+    #[test]
+    fn a_pending_claim_outlives_the_window_and_appends_settle_whole() {
+        let d = Dedup::new(Duration::from_secs(1), 100);
+        let t = TeamId::from("t");
+        let slow = is_new(d.claim(&t, "slow", 0)).unwrap();
+        let Claim::Seen(mut rx) = d.claim(&t, "slow", 5_000_000) else {
+            panic!("the original is still being logged, long after the window")
+        };
+        assert_eq!(*rx.borrow_and_update(), Outcome::Pending);
+        d.settle(vec![slow], true);
+        assert_eq!(*rx.borrow_and_update(), Outcome::Stored);
+
+        let kept: Vec<Ticket> = ["a", "b"]
+            .iter()
+            .map(|id| is_new(d.claim(&t, id, 6_000_000)).unwrap())
+            .collect();
+        let lost: Vec<Ticket> = ["c", "d"]
+            .iter()
+            .map(|id| is_new(d.claim(&t, id, 6_000_000)).unwrap())
+            .collect();
+        d.settle(kept, true);
+        d.settle(lost, false);
+        for id in ["a", "b"] {
+            assert!(is_new(d.claim(&t, id, 6_000_001)).is_none(), "{id} stored");
+        }
+        for id in ["c", "d"] {
+            assert!(
+                is_new(d.claim(&t, id, 6_000_001)).is_some(),
+                "{id} free again"
+            );
+        }
     }
 
     #[test]
@@ -278,7 +339,7 @@ mod tests {
         for round in 0..100 {
             for i in 0..10 {
                 let ticket = is_new(d.claim(&t, &format!("r{i}"), round)).unwrap();
-                d.resolve(ticket, false); // a batch refused again and again
+                d.settle(vec![ticket], false); // a batch refused again and again
             }
         }
         // Twice the capacity, plus the claim just made.

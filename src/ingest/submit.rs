@@ -102,12 +102,12 @@ impl Ingest {
             if waiting.is_empty() {
                 break fresh;
             }
+            let mut unlogged = Vec::new();
             for (i, item, ticket) in fresh {
-                if let Some(t) = ticket {
-                    self.dedup.resolve(t, false); // not logged: free for whoever waits
-                }
+                unlogged.extend(ticket);
                 items[i] = Some(item);
             }
+            self.dedup.settle(unlogged, false); // not logged: free for whoever waits
             for (i, item, mut rx) in waiting {
                 // Holding no claim here, so a caller that goes away leaves nothing pending.
                 let done = rx.wait_for(|o| *o != Outcome::Pending).await.map(|o| *o);
@@ -189,11 +189,7 @@ impl Ingest {
             tickets.extend(t);
             batch.push((i, item));
         }
-        let settle = |tickets: Vec<Ticket>, stored: bool| {
-            for t in tickets {
-                self.dedup.resolve(t, stored);
-            }
-        };
+        let settle = |tickets: Vec<Ticket>, stored: bool| self.dedup.settle(tickets, stored);
         let (total, ack) = match self.append(team, batch, received_at, wait) {
             Ok(x) => x,
             Err(e) => {
@@ -346,9 +342,7 @@ impl Ingest {
         if result.is_err() {
             self.ctx.admission.release(team, total);
         }
-        for t in tickets {
-            self.dedup.resolve(t, result.is_ok());
-        }
+        self.dedup.settle(tickets, result.is_ok());
         result.map_err(BatchError::from)
     }
 }
