@@ -48,6 +48,40 @@ pub enum Claim {
     Seen(watch::Receiver<Outcome>),
 }
 
+/// The claims of one append, settled exactly once: by [`Claims::settle`] with the append's
+/// outcome, or as failed when dropped unsettled (a panic between the claim and the outcome), so
+/// no id stays claimed — and its duplicates waiting — forever.
+pub struct Claims {
+    dedup: std::sync::Arc<Dedup>,
+    tickets: Vec<Ticket>,
+}
+
+impl Claims {
+    /// No claims yet, to be settled with `dedup`.
+    pub fn new(dedup: std::sync::Arc<Dedup>) -> Self {
+        Claims {
+            dedup,
+            tickets: Vec::new(),
+        }
+    }
+
+    /// Adds a fresh claim.
+    pub fn push(&mut self, ticket: Ticket) {
+        self.tickets.push(ticket);
+    }
+
+    /// Settles every claim with the append's outcome.
+    pub fn settle(mut self, stored: bool) {
+        self.dedup.settle(std::mem::take(&mut self.tickets), stored);
+    }
+}
+
+impl Drop for Claims {
+    fn drop(&mut self) {
+        self.dedup.settle(std::mem::take(&mut self.tickets), false);
+    }
+}
+
 /// Remembered ids with their acceptance time.
 pub struct Dedup {
     window_us: i64,
@@ -91,6 +125,10 @@ impl Hasher for KeyHasher {
 }
 
 type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
+
+/// Room the map of claims in flight keeps after a stall: appends in flight at full load hold
+/// a few thousand ids.
+const PENDING_KEPT: usize = 16 * 1024;
 
 /// A claim whose append is in flight.
 struct Pending {
@@ -168,7 +206,7 @@ impl Dedup {
         Key([half(&self.seeds[0]), half(&self.seeds[1])])
     }
 
-    /// Settles the claims of one append, under one lock: `stored` keeps the ids; otherwise they
+    /// Settles the claims of one append (see [`Claims`]), under one lock: `stored` keeps the ids; otherwise they
     /// are forgotten so a retry goes through. Whoever waits on one learns the outcome.
     pub fn settle(&self, tickets: Vec<Ticket>, stored: bool) {
         if tickets.is_empty() {
@@ -187,10 +225,17 @@ impl Dedup {
                 tx.send_replace(outcome);
             }
             if !stored {
-                // No other claim of the id can have come meanwhile (it was pending), so the
-                // time remembered is this claim's, unless the capacity pushed it out already.
+                // No other claim of the id can have come meanwhile (it was pending, and
+                // `remember_stored` only runs before ingestion opens), so the time remembered
+                // is this claim's, unless the capacity pushed it out already.
                 inner.seen.remove(&ticket.key);
             }
+        }
+        // A stall (a disk that stopped syncing) can leave millions of ids in flight; the map
+        // does not give that room back by itself.
+        let pending = &mut inner.pending;
+        if pending.capacity() > PENDING_KEPT && pending.len() < pending.capacity() / 4 {
+            pending.shrink_to(PENDING_KEPT.max(pending.len() * 2));
         }
     }
 
@@ -330,6 +375,36 @@ mod tests {
                 "{id} free again"
             );
         }
+    }
+
+    /// Claims dropped without an outcome (a panic on the way to the log) are settled as
+    /// failed: a duplicate waiting on one learns it, and the id can be claimed again.
+    #[test]
+    fn claims_dropped_unsettled_free_their_ids() {
+        let d = std::sync::Arc::new(Dedup::new(Duration::from_secs(10), 100));
+        let t = TeamId::from("t");
+        let mut claims = Claims::new(d.clone());
+        claims.push(is_new(d.claim(&t, "a", 0)).unwrap());
+        let Claim::Seen(mut rx) = d.claim(&t, "a", 1) else {
+            panic!("pending")
+        };
+        drop(claims);
+        assert_eq!(*rx.borrow_and_update(), Outcome::Failed);
+        assert!(is_new(d.claim(&t, "a", 2)).is_some(), "free again");
+    }
+
+    /// After a stall, the map of claims in flight gives its room back.
+    #[test]
+    fn the_map_of_claims_in_flight_shrinks_after_a_stall() {
+        let d = Dedup::new(Duration::from_secs(10), 1_000_000);
+        let t = TeamId::from("t");
+        let tickets: Vec<Ticket> = (0..100_000)
+            .map(|i| is_new(d.claim(&t, &format!("s{i}"), 0)).unwrap())
+            .collect();
+        assert!(d.lock().pending.capacity() >= 100_000);
+        d.settle(tickets, true);
+        assert!(d.lock().pending.capacity() <= 2 * PENDING_KEPT);
+        assert_eq!(d.len(), 100_000, "the stored ids stay remembered");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::admission::Refusal;
-use super::dedup::{Claim, Outcome, Ticket};
+use super::dedup::{Claim, Claims, Outcome, Ticket};
 use super::dispatch::Payload;
 use super::event::EventRows;
 use super::team::AppendError;
@@ -183,28 +183,30 @@ impl Ingest {
         if items.is_empty() {
             return Ok(None);
         }
-        let mut tickets = Vec::new();
+        // Settled as failed if anything below panics.
+        let mut claims = Claims::new(self.dedup.clone());
         let mut batch = Vec::with_capacity(items.len());
         for (i, item, t) in items {
-            tickets.extend(t);
+            if let Some(t) = t {
+                claims.push(t);
+            }
             batch.push((i, item));
         }
-        let settle = |tickets: Vec<Ticket>, stored: bool| self.dedup.settle(tickets, stored);
         let (total, ack) = match self.append(team, batch, received_at, wait) {
             Ok(x) => x,
             Err(e) => {
-                settle(tickets, false);
+                claims.settle(false);
                 return Err(e);
             }
         };
         let Some(ack) = ack else {
-            settle(tickets, true);
+            claims.settle(true);
             return Ok(None);
         };
         Ok(Some(Inflight {
             ingest: self.clone(),
             team: team.clone(),
-            tickets,
+            claims: Some(claims),
             total,
             wait,
             ack: Some(ack),
@@ -287,7 +289,7 @@ type Waiting = (usize, Item, tokio::sync::watch::Receiver<Outcome>);
 struct Inflight {
     ingest: Arc<Ingest>,
     team: TeamId,
-    tickets: Vec<Ticket>,
+    claims: Option<Claims>,
     total: u64,
     wait: Wait,
     ack: Option<Receipt>,
@@ -301,8 +303,8 @@ impl Inflight {
             None => return Ok(()),
         };
         self.ack = None;
-        let tickets = std::mem::take(&mut self.tickets);
-        let seq = self.ingest.settle(&self.team, ack, self.total, tickets)?;
+        let claims = self.claims.take();
+        let seq = self.ingest.settle(&self.team, ack, self.total, claims)?;
         if self.wait == Wait::Committed {
             let mut rx = self.ingest.ctx.progress.committed_rx(&self.team);
             // The sender lives as long as the progress map, so this only ends when committed.
@@ -318,12 +320,12 @@ impl Drop for Inflight {
             return;
         };
         let (ingest, team, total) = (self.ingest.clone(), self.team.clone(), self.total);
-        let tickets = std::mem::take(&mut self.tickets);
+        let claims = self.claims.take();
         // Outside a runtime (the process is going away) there is nothing left to settle for.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let outcome = ack.group.wait().await.map(|_| ack.last_seq);
-                let _ = ingest.settle(&team, outcome, total, tickets);
+                let _ = ingest.settle(&team, outcome, total, claims);
             });
         }
     }
@@ -336,13 +338,15 @@ impl Ingest {
         team: &TeamId,
         ack: Result<u64, WalError>,
         total: u64,
-        tickets: Vec<Ticket>,
+        claims: Option<Claims>,
     ) -> Result<u64, BatchError> {
         let result = ack.map_err(IngestError::from);
         if result.is_err() {
             self.ctx.admission.release(team, total);
         }
-        self.dedup.settle(tickets, result.is_ok());
+        if let Some(claims) = claims {
+            claims.settle(result.is_ok());
+        }
         result.map_err(BatchError::from)
     }
 }
