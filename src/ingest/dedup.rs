@@ -176,8 +176,7 @@ impl Dedup {
         if inner.remembers(key, now_us - self.window_us) {
             return Claim::Seen(watch::channel(Outcome::Stored).1);
         }
-        inner.seen.insert(key, now_us);
-        inner.order.push_back((now_us, key));
+        inner.remember(key, now_us);
         inner.pending.insert(key, Pending { waiters: None });
         Claim::New(Ticket { key })
     }
@@ -189,8 +188,7 @@ impl Dedup {
         let inner = &mut *guard;
         inner.expire(at_us - self.window_us, self.capacity);
         if !inner.remembers(key, at_us - self.window_us) {
-            inner.seen.insert(key, at_us);
-            inner.order.push_back((at_us, key));
+            inner.remember(key, at_us);
         }
     }
 
@@ -251,6 +249,12 @@ impl Dedup {
 }
 
 impl Inner {
+    /// Remembers `key` as accepted at `at`, last in the expiry order.
+    fn remember(&mut self, key: Key, at: i64) {
+        self.seen.insert(key, at);
+        self.order.push_back((at, key));
+    }
+
     /// Whether `key` was accepted at or after `since`.
     fn remembers(&self, key: Key, since: i64) -> bool {
         self.seen.get(&key).is_some_and(|at| *at >= since)
