@@ -199,7 +199,10 @@ async fn accept(
     // Built by hand so `success` comes first, as SPEC §2.1 shows it.
     let body = match call {
         Some(_) => format!(r#"{{"success":true,"id":{}}}"#, json!(ids.first())),
-        None => format!(r#"{{"success":true,"ids":{}}}"#, json!(ids)),
+        None => format!(
+            r#"{{"success":true,"ids":{}}}"#,
+            serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into())
+        ),
     };
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }

@@ -164,8 +164,30 @@ impl Dedup {
     /// Claims `id` for `team` at `now_us`, or reports that it was seen within the window.
     pub fn claim(&self, team: &TeamId, id: &str, now_us: i64) -> Claim {
         let key = self.key(team, id);
+        self.claim_key(&mut self.lock(), key, now_us)
+    }
+
+    /// [`Dedup::claim`] for the ids of one request, under one lock. `None` marks an id that
+    /// appeared earlier in `ids` (the event is a duplicate of that one, which the claim is for).
+    pub fn claim_many(&self, team: &TeamId, ids: &[&str], now_us: i64) -> Vec<Option<Claim>> {
+        let keys: Vec<Key> = ids.iter().map(|id| self.key(team, id)).collect();
+        let mut repeat = vec![false; keys.len()];
+        if keys.len() > 1 {
+            let mut firsts: KeyMap<()> = KeyMap::default();
+            firsts.reserve(keys.len());
+            for (key, repeat) in keys.iter().zip(&mut repeat) {
+                *repeat = firsts.insert(*key, ()).is_some();
+            }
+        }
         let mut guard = self.lock();
-        let inner = &mut *guard;
+        guard.warm(&keys);
+        keys.into_iter()
+            .zip(repeat)
+            .map(|(key, repeat)| (!repeat).then(|| self.claim_key(&mut guard, key, now_us)))
+            .collect()
+    }
+
+    fn claim_key(&self, inner: &mut Inner, key: Key, now_us: i64) -> Claim {
         inner.expire(now_us - self.window_us, self.capacity);
         if let Some(p) = inner.pending.get_mut(&key) {
             let tx = p
@@ -255,6 +277,17 @@ impl Inner {
         self.order.push_back((at, key));
     }
 
+    /// Probes the window for `keys`, and for as many of the oldest ids (the ones expiry takes
+    /// out next), before any of them is needed: with a large window each probe is a cache miss,
+    /// and probes that do not wait for each other overlap theirs, where one claim after another
+    /// would wait for each miss in turn.
+    fn warm(&self, keys: &[Key]) {
+        let oldest = self.order.iter().take(keys.len()).map(|(_, k)| k);
+        for key in keys.iter().chain(oldest) {
+            std::hint::black_box(self.seen.get(key));
+        }
+    }
+
     /// Whether `key` was accepted at or after `since`.
     fn remembers(&self, key: Key, since: i64) -> bool {
         self.seen.get(&key).is_some_and(|at| *at >= since)
@@ -291,6 +324,33 @@ mod tests {
             Claim::New(t) => Some(t),
             Claim::Seen(_) => None,
         }
+    }
+
+    #[test]
+    fn a_request_claims_its_ids_together_and_repeats_once() {
+        let d = Dedup::new(Duration::from_secs(10), 100);
+        let t = TeamId::from("t");
+        let old = is_new(d.claim(&t, "old", 0)).unwrap();
+        d.settle(vec![old], true);
+        let pending = is_new(d.claim(&t, "busy", 0)).unwrap();
+        let claims = d.claim_many(&t, &["a", "old", "b", "a", "busy", "b", "c"], 1);
+        let kinds: Vec<&str> = claims
+            .iter()
+            .map(|c| match c {
+                None => "repeat",
+                Some(Claim::New(_)) => "new",
+                Some(Claim::Seen(rx)) if *rx.borrow() == Outcome::Stored => "stored",
+                Some(Claim::Seen(_)) => "pending",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["new", "stored", "new", "repeat", "pending", "repeat", "new"]
+        );
+        let tickets: Vec<Ticket> = claims.into_iter().flatten().filter_map(is_new).collect();
+        d.settle(tickets, true);
+        d.settle(vec![pending], true);
+        assert!(is_new(d.claim(&t, "c", 2)).is_none(), "settled as stored");
     }
 
     #[test]

@@ -113,9 +113,22 @@ fn parse_with(
 /// number beyond float64) is refused with `code`, never taken as absent.
 pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, Invalid> {
     obj.get(field)
-        .map(|raw| serde_json::from_str(raw.get()))
+        .map(|raw| json_value(raw.get()))
         .transpose()
         .map_err(|e| bad(code, field, format!("{field}: {e}")))
+}
+
+/// The value of a raw JSON value's text. A string without escapes is its text between the
+/// quotes (the text was validated when the message was parsed), and `null` is null; anything
+/// else goes through the parser.
+fn json_value(text: &str) -> Result<Json, serde_json::Error> {
+    match text.as_bytes() {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => {
+            Ok(Json::String(text[1..text.len() - 1].to_string()))
+        }
+        b"null" => Ok(Json::Null),
+        _ => serde_json::from_str(text),
+    }
 }
 
 /// Validates one event object (also the unit of future batch endpoints). `id_override` fixes

@@ -3,7 +3,6 @@
 //! its events). Duplicate `messageId`s — within the batch or seen before — are acknowledged and
 //! stored once.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -139,17 +138,15 @@ impl Ingest {
         outcome: &mut [Accepted],
         received_at: i64,
     ) -> (Vec<(usize, Item, Option<Ticket>)>, Vec<Waiting>) {
-        // Repeats of an id within the request (only one with several events can have them),
-        // found borrowing the ids, before the items move.
-        let mut repeat = vec![false; items.len()];
-        if items.len() > 1 {
-            let mut seen_here: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
-            for (i, slot) in items.iter().enumerate() {
-                if let Some(item) = slot.as_ref().filter(|it| it.rows.client_id) {
-                    repeat[i] = !seen_here.insert(item.rows.id.as_str());
-                }
-            }
-        }
+        // Every client id still to claim, claimed together; a repeat of an id within the
+        // request is a duplicate of its first event.
+        let ids: Vec<&str> = items
+            .iter()
+            .flatten()
+            .filter(|it| it.rows.client_id)
+            .map(|it| it.rows.id.as_str())
+            .collect();
+        let mut claims = self.dedup.claim_many(team, &ids, received_at).into_iter();
         let mut fresh: Vec<(usize, Item, Option<Ticket>)> = Vec::with_capacity(items.len());
         let mut waiting = Vec::new();
         for (i, slot) in items.iter_mut().enumerate() {
@@ -158,13 +155,10 @@ impl Ingest {
                 fresh.push((i, item, None));
                 continue;
             }
-            if repeat[i] {
-                outcome[i] = Accepted::Duplicate;
-                continue;
-            }
-            match self.dedup.claim(team, &item.rows.id, received_at) {
-                Claim::New(t) => fresh.push((i, item, Some(t))),
-                Claim::Seen(rx) => waiting.push((i, item, rx)),
+            match claims.next().expect("a claim per client id") {
+                None => outcome[i] = Accepted::Duplicate,
+                Some(Claim::New(t)) => fresh.push((i, item, Some(t))),
+                Some(Claim::Seen(rx)) => waiting.push((i, item, rx)),
             }
         }
         (fresh, waiting)

@@ -1,6 +1,7 @@
 //! A message's top-level fields as sent ([`Top`]): keys and raw values in body order, keys
 //! borrowed from the body where they have no escapes, each value parsed only when a rule of
-//! [`super::event`] or [`super::segment`] asks for it.
+//! [`super::event`] or [`super::segment`] asks for it. The fields those rules read are found
+//! in one pass, as the message is parsed, so a rule's lookup does not scan the keys again.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,15 +11,53 @@ use serde_json::value::RawValue;
 
 use crate::model::flatten::Key;
 
+/// How many top-level fields the event and Segment rules read (the slots of [`known`]).
+const KNOWN: usize = 16;
+
+/// The slot of a field the event and Segment rules read; `None` for any other key.
+fn known(key: &str) -> Option<usize> {
+    Some(match key {
+        "anonymousId" => 0,
+        "category" => 1,
+        "context" => 2,
+        "event" => 3,
+        "groupId" => 4,
+        "messageId" => 5,
+        "name" => 6,
+        "originalTimestamp" => 7,
+        "previousId" => 8,
+        "properties" => 9,
+        "sentAt" => 10,
+        "timestamp" => 11,
+        "traits" => 12,
+        "type" => 13,
+        "userId" => 14,
+        "version" => 15,
+        _ => return None,
+    })
+}
+
 /// An event's top-level fields, values as sent, in body order; a key sent twice means its last
 /// value (as JSON parsers commonly read it). Keys without escapes are borrowed from the body.
 #[derive(Debug, Default)]
-pub struct Top<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+pub struct Top<'a> {
+    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// The last value of each field [`known`] gives a slot.
+    known: [Option<&'a RawValue>; KNOWN],
+}
 
 impl<'a> Top<'a> {
     /// The value of `key` (its last occurrence).
     pub fn get(&self, key: &str) -> Option<&&'a RawValue> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+        match known(key) {
+            Some(slot) => self.known[slot].as_ref(),
+            None => self
+                .fields
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v),
+        }
     }
 }
 
@@ -31,13 +70,34 @@ impl<'de> Deserialize<'de> for Top<'de> {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(12));
+                let mut out = Top::default();
                 while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-                    out.push((k, v));
+                    match known(&k) {
+                        Some(slot) => out.known[slot] = Some(v),
+                        None => out.fields.push((k, v)),
+                    }
                 }
-                Ok(Top(out))
+                Ok(out)
             }
         }
         d.deserialize_map(Fields)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_and_other_fields_take_their_last_value() {
+        let top: Top = serde_json::from_str(
+            r#"{"event":"a","x":1,"event":"b","x":2,"even\u0074":"c","messageId":null}"#,
+        )
+        .unwrap();
+        assert_eq!(top.get("event").map(|v| v.get()), Some(r#""c""#));
+        assert_eq!(top.get("x").map(|v| v.get()), Some("2"));
+        assert_eq!(top.get("messageId").map(|v| v.get()), Some("null"));
+        assert!(top.get("userId").is_none());
+        assert!(top.get("y").is_none());
     }
 }

@@ -86,6 +86,9 @@ pub enum Names {
     Plain,
 }
 
+/// Up to this many values, collisions are found by a scan instead of a map.
+const SCAN_LIMIT: usize = 16;
+
 /// Collision losers: (original key path, JSON text as sent).
 pub type Losers<'a> = Vec<(Vec<String>, &'a str)>;
 
@@ -126,16 +129,24 @@ pub fn flatten<'a>(
         p
     };
     // Which candidate takes each column (slots in order of first appearance) and which lose.
-    let mut slots: HashMap<&str, usize> = HashMap::with_capacity(found.len());
+    // Few columns (most objects): a scan of the winners so far beats building a map.
+    let mut slots: Option<HashMap<&str, usize>> =
+        (found.len() > SCAN_LIMIT).then(|| HashMap::with_capacity(found.len()));
     let mut winners: Vec<usize> = Vec::with_capacity(found.len()); // index into `found`
     let mut lost: Vec<usize> = Vec::new();
     for (i, c) in found.iter().enumerate() {
-        match slots.get(c.column.as_str()) {
+        let slot = match &slots {
+            Some(map) => map.get(c.column.as_str()).copied(),
+            None => winners.iter().position(|&w| found[w].column == c.column),
+        };
+        match slot {
             None => {
-                slots.insert(&c.column, winners.len());
+                if let Some(map) = &mut slots {
+                    map.insert(&c.column, winners.len());
+                }
                 winners.push(i);
             }
-            Some(&slot) => {
+            Some(slot) => {
                 if found[winners[slot]].value == Value::Null && c.value != Value::Null {
                     // A null never wins: the earlier null becomes the loser.
                     lost.push(winners[slot]);

@@ -21,8 +21,8 @@ pub const STANDARD_COLUMNS: &[&str] = &[
 const CACHE_LIMIT: usize = 8192;
 
 thread_local! {
-    static NORMALIZED: std::cell::RefCell<std::collections::HashMap<String, String>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static NORMALIZED: std::cell::RefCell<foldhash::HashMap<String, String>> =
+        std::cell::RefCell::new(foldhash::HashMap::default());
 }
 
 /// Whether `s` is its own normal form: `[a-z0-9_]`, no leading digit or `_`, no trailing `_`,

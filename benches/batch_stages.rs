@@ -1,0 +1,129 @@
+//! Criterion benchmarks of the per-event CPU stages of a `/v1/batch` request, one batch of 500
+//! messages of two `stowage bench` mixes (`narrow`, `shop`): validate (Segment rules, flatten),
+//! claim and settle the ids in a full dedup window, and append both rows of every event to the
+//! team's table buffers. Stage costs per event, repeatable where the end-to-end comparison
+//! (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md.
+//! Run: `cargo bench --bench batch_stages`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use foldhash::HashMap;
+use stowage::ingest::dedup::{Claim, Dedup};
+use stowage::ingest::event::EventRows;
+use stowage::ingest::segment::{Shared, parse_message};
+use stowage::ingest::top_fields::Top;
+use stowage::model::TeamId;
+use stowage::warehouse::buffer::TableBuffer;
+
+const BATCH: usize = 500;
+
+// The server's allocator: allocation is a large share of these stages.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// 500 messages shaped like `stowage bench gen --mix narrow` and `--mix shop`.
+fn messages(mix: &str) -> Vec<String> {
+    (0..BATCH)
+        .map(|i| match mix {
+            "narrow" => {
+                let ms = if i % 2 == 0 {
+                    format!(r#""ms":{},"#, (i * 7919 % 100_000) as f64 / 7.0)
+                } else {
+                    String::new()
+                };
+                format!(
+                    r#"{{"anonymousId":"a{:015x}","event":"{}","messageId":"bench-c763cc0fb34b6c56-{i:012}","properties":{{{ms}"n":{}}},"timestamp":"2026-11-26T14:07:05.478Z","type":"track"}}"#,
+                    i * 2_654_435_761 % 1_000_003,
+                    ["tick", "heartbeat", "scroll"][i % 3],
+                    i % 1000
+                )
+            }
+            _ => format!(
+                r#"{{"anonymousId":"45b7c443-a617-49e5-acef-{i:012}","context":{{"ip":"203.0.113.137","library":{{"name":"analytics.js","version":"4.1.0"}},"locale":"fr-FR","page":{{"path":"/product","referrer":"https://www.example.com/"}},"timezone":"Europe/Berlin","userAgent":"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"}},"event":"{}","messageId":"bench-423dcc45bc6f6d26-{i:012}","properties":{{"coupon":"WINTER10","currency":"USD","order_id":"ord_{i}","payment":{{"installments":3,"method":"paypal"}},"products":[{{"price":375.86,"product_id":"prod_8868","quantity":1}}],"revenue":{}.08,"shipping":8.35,"tax":11.48}},"timestamp":"2026-11-26T14:06:45.475Z","type":"track","userId":"user_{}"}}"#,
+                ["Order Completed", "Product Viewed", "Cart Viewed"][i % 3],
+                i % 400,
+                i % 1000
+            ),
+        })
+        .collect()
+}
+
+fn parse_all(msgs: &[String], now: chrono::DateTime<chrono::Utc>) -> Vec<EventRows> {
+    msgs.iter()
+        .map(|m| {
+            let top: Top = serde_json::from_str(m).unwrap();
+            parse_message(&top, None, Shared::default(), now, 1000, None)
+                .unwrap()
+                .1
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let now = chrono::Utc::now();
+    let team = TeamId(Arc::from("bench-team"));
+    for mix in ["narrow", "shop"] {
+        let msgs = messages(mix);
+        let events = parse_all(&msgs, now);
+        let mut g = c.benchmark_group(format!("batch_{mix}"));
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function("validate", |b| b.iter(|| parse_all(black_box(&msgs), now)));
+        // A window at its capacity: every claim also expires the oldest id.
+        let dedup = Arc::new(Dedup::new(std::time::Duration::from_secs(86_400), 1 << 20));
+        let mut n = 0u64;
+        let now_us = now.timestamp_micros();
+        g.bench_function("dedup_claim_settle", |b| {
+            b.iter(|| {
+                let ids: Vec<String> = (0..BATCH)
+                    .map(|_| {
+                        n += 1;
+                        format!("bench-{n:020}")
+                    })
+                    .collect();
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                let tickets = dedup
+                    .claim_many(&team, &ids, now_us)
+                    .into_iter()
+                    .map(|c| match c {
+                        Some(Claim::New(t)) => t,
+                        _ => unreachable!("every id is new"),
+                    })
+                    .collect();
+                dedup.settle(tickets, true);
+            })
+        });
+        let mut tables: HashMap<String, TableBuffer> = HashMap::default();
+        let mut appended = 0;
+        g.bench_function("buffer_append", |b| {
+            b.iter(|| {
+                for ev in black_box(&events) {
+                    for (table, cells) in ev.rows() {
+                        match tables.get_mut(table) {
+                            Some(t) => t.append(cells).unwrap(),
+                            None => tables
+                                .entry(table.to_string())
+                                .or_default()
+                                .append(cells)
+                                .unwrap(),
+                        }
+                    }
+                }
+                appended += BATCH;
+                if appended >= 50_000 {
+                    appended = 0;
+                    tables.values_mut().for_each(|t| drop(t.take_batch()));
+                }
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
+    targets = bench
+}
+criterion_main!(benches);
