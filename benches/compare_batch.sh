@@ -19,6 +19,10 @@
 #   CONNECTIONS=8      concurrent keep-alive connections of `stowage bench ingest`
 #   BENCH_THREADS=1    threads of `stowage bench ingest`
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
+#   RATE=              requests/s on a fixed schedule (open loop) instead of as fast as answered:
+#                      for an A/B of two builds (SERVER_BIN) at the same load, where CPU µs/ev
+#                      and peak RSS compare like for like — a closed-loop peak grows with the
+#                      rate a build reaches. The ratio column then only reflects RATE.
 #   PYTHON=target/py/bin/python   a Python with the duckdb package
 #   STOWAGE_BIN=target/release/stowage   the load generator (and the server, unless SERVER_BIN)
 #   SERVER_BIN=$STOWAGE_BIN   the server measured (A/B: an older build under the same load)
@@ -107,13 +111,14 @@ EOF
     done
     curl -fsS -o /dev/null "$URL/readyz" || { echo "stowage never became ready" >&2; exit 1; }
     TOKEN=$(json "$data/demo.json" "d['events_token']")
-    GZ=()
-    [ "${GZIP:-0}" = 1 ] && GZ=(--gzip)
-    echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${GZ[*]}" >&2
+    EXTRA=()
+    [ "${GZIP:-0}" = 1 ] && EXTRA=(--gzip)
+    [ -n "${RATE:-}" ] && EXTRA+=(--rate "$RATE")
+    echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${EXTRA[*]}" >&2
     local before
     before=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
     if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mix "$mix" --mode ndjson \
-        --batch-size "$per_request" -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${GZ[@]}" \
+        --batch-size "$per_request" -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${EXTRA[@]}" \
         --json >"$TMP/$mix.stowage.json"; then
         echo "compare_batch: no batch was accepted:" >&2
         cat "$TMP/$mix.stowage.json" >&2

@@ -224,6 +224,10 @@ pub struct TableBuffer {
     rows: usize,
     /// Scratch of [`TableBuffer::append`]: each cell's column, `None` for a cell it skips.
     targets: Vec<Option<usize>>,
+    /// The last row's `targets`: rows of a table mostly repeat its cells' order, so the column
+    /// at a cell's position last time is tried first (taken when its name matches), before
+    /// the name is hashed and looked up.
+    hints: Vec<Option<usize>>,
 }
 
 impl TableBuffer {
@@ -235,12 +239,18 @@ impl TableBuffer {
         &mut self,
         cells: impl IntoIterator<Item = &'a Cell>,
         row: usize,
+        hints: &[Option<usize>],
         targets: &mut Vec<Option<usize>>,
         widened: &mut Vec<(usize, ColumnBuilder)>,
     ) -> Result<(), ArrowError> {
-        for (name, value) in cells {
-            let idx = match self.index.get(name) {
-                Some(&i) => i,
+        for (position, (name, value)) in cells.into_iter().enumerate() {
+            let hint = hints
+                .get(position)
+                .copied()
+                .flatten()
+                .filter(|&i| self.names.get(i) == Some(name));
+            let idx = match hint.or_else(|| self.index.get(name).copied()) {
+                Some(i) => i,
                 None => {
                     let Some(ty) = value.column_type() else {
                         targets.push(None);
@@ -296,10 +306,11 @@ impl TableBuffer {
     ) -> Result<(), ArrowError> {
         let row = self.rows;
         let mut targets = std::mem::take(&mut self.targets);
+        let hints = std::mem::take(&mut self.hints);
         targets.clear();
         let known = self.columns.len();
         let mut widened = Vec::new();
-        let prepared = self.prepare(cells.clone(), row, &mut targets, &mut widened);
+        let prepared = self.prepare(cells.clone(), row, &hints, &mut targets, &mut widened);
         if let Err(e) = prepared {
             // Nothing of the row stays: not its new columns, not its widenings, not its marks.
             for name in self.names.drain(known..) {
@@ -311,6 +322,7 @@ impl TableBuffer {
                 self.last_row[*idx] = row;
             }
             self.targets = targets;
+            self.hints = hints;
             return Err(e);
         }
         for (idx, builder) in widened {
@@ -321,7 +333,9 @@ impl TableBuffer {
                 self.columns[idx].append(value);
             }
         }
-        self.targets = targets;
+        // This row's columns are the next row's hints; the old hints' room is the next scratch.
+        self.hints = targets;
+        self.targets = hints;
         for (idx, col) in self.columns.iter_mut().enumerate() {
             if self.last_row[idx] <= row {
                 col.append_nulls(1);
@@ -421,6 +435,58 @@ mod tests {
             .as_primitive::<arrow::datatypes::Int64Type>();
         assert_eq!(a.values().to_vec(), [1, 3]);
         assert_eq!(batch.column(1).len(), 2);
+    }
+
+    /// The last row's columns are only hints: cells in another order, a new column in the
+    /// middle, a repeated name, and a row that failed (its new columns gone) all land where
+    /// their names say.
+    #[test]
+    fn rows_in_any_order_land_in_their_named_columns() {
+        let mut b = TableBuffer::default();
+        b.append(&[cell("a", Value::Int(1)), cell("s", Value::Str("x".into()))])
+            .unwrap();
+        b.append(&[cell("s", Value::Str("y".into())), cell("a", Value::Int(2))])
+            .unwrap();
+        let failing = [
+            cell("n", Value::Bool(true)),
+            cell("t", Value::Ts(i64::MAX)),
+            cell("a", Value::Int(0)),
+        ];
+        b.append(&failing[1..2]).unwrap();
+        let widen_t = [failing[0].clone(), cell("t", Value::Str("x".into()))];
+        assert!(
+            b.append(&widen_t).is_err(),
+            "a timestamp too large for text"
+        );
+        b.append(&[
+            cell("a", Value::Int(3)),
+            cell("n", Value::Int(7)),
+            cell("s", Value::Str("z".into())),
+            cell("a", Value::Int(99)),
+        ])
+        .unwrap();
+        let batch = b.take_batch();
+        let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let a = col("a");
+        let a = a.as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!(
+            a.iter().collect::<Vec<_>>(),
+            [Some(1), Some(2), None, Some(3)],
+            "the first of two cells named a wins"
+        );
+        let s = col("s");
+        assert_eq!(
+            s.as_string::<i32>().iter().collect::<Vec<_>>(),
+            [Some("x"), Some("y"), None, Some("z")]
+        );
+        let n = col("n");
+        assert_eq!(
+            n.as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .collect::<Vec<_>>(),
+            [None, None, None, Some(7)],
+            "the failed row's boolean column did not stay"
+        );
     }
 
     #[test]
