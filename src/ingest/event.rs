@@ -118,12 +118,12 @@ pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<J
         .map_err(|e| bad(code, field, format!("{field}: {e}")))
 }
 
-/// The value of a raw JSON value's text. A string without escapes is its text between the
-/// quotes (the text was validated when the message was parsed), and `null` is null; anything
-/// else goes through the parser.
+/// The value of a raw JSON value's text. A string without escapes (or control characters,
+/// which the parser refuses) is its text between the quotes, and `null` is null; anything else
+/// goes through the parser.
 fn json_value(text: &str) -> Result<Json, serde_json::Error> {
     match text.as_bytes() {
-        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') => {
+        [b'"', inner @ .., b'"'] if !inner.iter().any(|&b| b == b'\\' || b < 0x20) => {
             Ok(Json::String(text[1..text.len() - 1].to_string()))
         }
         b"null" => Ok(Json::Null),
@@ -428,6 +428,25 @@ mod tests {
                 && std.contains(&"context_library_name")
                 && std.contains(&"user_id")
         );
+    }
+
+    #[test]
+    fn the_plain_string_shortcut_reads_what_the_parser_reads() {
+        for text in [
+            r#""abc""#,
+            r#""""#,
+            r#""h\u00e9llo""#,
+            r#""q\"""#,
+            "\"é ☃\"",
+            "\"a\u{1}b\"",
+            "null",
+            "12",
+            r#"{"a":1}"#,
+        ] {
+            let ours = json_value(text).ok();
+            let parser = serde_json::from_str::<Json>(text).ok();
+            assert_eq!(ours, parser, "{text:?}");
+        }
     }
 
     #[test]

@@ -100,4 +100,13 @@ mod tests {
         assert!(top.get("userId").is_none());
         assert!(top.get("y").is_none());
     }
+
+    /// Values are checked as the message is parsed: a rule may then read a plain string's
+    /// text as its value (`event::get`).
+    #[test]
+    fn a_raw_control_character_in_a_value_is_refused_at_parse() {
+        for text in ["{\"event\":\"a\u{1}b\"}", "{\"event\":\"a\nb\"}"] {
+            assert!(serde_json::from_str::<Top>(text).is_err(), "{text:?}");
+        }
+    }
 }
