@@ -170,6 +170,9 @@ impl Dedup {
     /// [`Dedup::claim`] for the ids of one request, under one lock. `None` marks an id that
     /// appeared earlier in `ids` (the event is a duplicate of that one, which the claim is for).
     pub fn claim_many(&self, team: &TeamId, ids: &[&str], now_us: i64) -> Vec<Option<Claim>> {
+        if ids.is_empty() {
+            return Vec::new(); // a request without client ids never takes the lock
+        }
         let keys: Vec<Key> = ids.iter().map(|id| self.key(team, id)).collect();
         let mut repeat = vec![false; keys.len()];
         if keys.len() > 1 {
