@@ -161,8 +161,10 @@ impl Dedup {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Claims `id` for `team` at `now_us`, or reports that it was seen within the window.
-    pub fn claim(&self, team: &TeamId, id: &str, now_us: i64) -> Claim {
+    /// Claims `id` for `team` at `now_us`, or reports that it was seen within the window
+    /// (one id of [`Dedup::claim_many`], for the tests).
+    #[cfg(test)]
+    fn claim(&self, team: &TeamId, id: &str, now_us: i64) -> Claim {
         let key = self.key(team, id);
         self.claim_key(&mut self.lock(), key, now_us)
     }
@@ -329,6 +331,23 @@ mod tests {
         }
     }
 
+    /// Claims `id` at `at`, then a duplicate of it at `then` while it is pending: the original's
+    /// ticket and the duplicate's receiver, which must still say pending.
+    fn pending_with_a_waiter(
+        d: &Dedup,
+        t: &TeamId,
+        id: &str,
+        at: i64,
+        then: i64,
+    ) -> (Ticket, watch::Receiver<Outcome>) {
+        let original = is_new(d.claim(t, id, at)).unwrap();
+        let Claim::Seen(mut rx) = d.claim(t, id, then) else {
+            panic!("a duplicate while the original is pending")
+        };
+        assert_eq!(*rx.borrow_and_update(), Outcome::Pending);
+        (original, rx)
+    }
+
     #[test]
     fn a_request_claims_its_ids_together_and_repeats_once() {
         let d = Dedup::new(Duration::from_secs(10), 100);
@@ -395,11 +414,7 @@ mod tests {
     fn waiters_of_an_evicted_pending_claim_still_learn_its_outcome() {
         let d = Dedup::new(Duration::from_secs(10), 2);
         let t = TeamId::from("t");
-        let original = is_new(d.claim(&t, "a", 0)).unwrap();
-        let Claim::Seen(mut rx) = d.claim(&t, "a", 1) else {
-            panic!("a duplicate while the original is pending")
-        };
-        assert_eq!(*rx.borrow_and_update(), Outcome::Pending);
+        let (original, mut rx) = pending_with_a_waiter(&d, &t, "a", 0, 1);
         for i in 0..3 {
             d.claim(&t, &format!("x{i}"), 2);
         }
@@ -415,11 +430,8 @@ mod tests {
     fn a_pending_claim_outlives_the_window_and_appends_settle_whole() {
         let d = Dedup::new(Duration::from_secs(1), 100);
         let t = TeamId::from("t");
-        let slow = is_new(d.claim(&t, "slow", 0)).unwrap();
-        let Claim::Seen(mut rx) = d.claim(&t, "slow", 5_000_000) else {
-            panic!("the original is still being logged, long after the window")
-        };
-        assert_eq!(*rx.borrow_and_update(), Outcome::Pending);
+        // The duplicate comes long after the window.
+        let (slow, mut rx) = pending_with_a_waiter(&d, &t, "slow", 0, 5_000_000);
         d.settle(vec![slow], true);
         assert_eq!(*rx.borrow_and_update(), Outcome::Stored);
 
