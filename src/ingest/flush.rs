@@ -174,35 +174,44 @@ where
     }
 }
 
-/// Encodes every table's batch, one file per `received_at` day.
+/// Encodes every table's batches, one file per `received_at` day. A table's batches (the
+/// buffer's chunks) are aligned to their merged schema and written one after another, never
+/// joined into one batch: a flush holds its rows once, not twice.
 fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)>, String> {
     let mut out = Vec::new();
     for (table, batches) in &job.tables {
-        let batch = concat_widened(batches)
-            .map_err(|e| format!("joining the buffered batches of {table} failed: {e}"))?;
-        for (day, part) in split_by_day(&batch) {
+        let aligned = align_widened(batches)
+            .map_err(|e| format!("aligning the buffered batches of {table} failed: {e}"))?;
+        let mut days: Vec<(i64, Vec<RecordBatch>)> = Vec::new();
+        for batch in &aligned {
+            for (day, part) in split_by_day(batch) {
+                match days.iter_mut().find(|(d, _)| *d == day) {
+                    Some((_, parts)) => parts.push(part),
+                    None => days.push((day, vec![part])),
+                }
+            }
+        }
+        drop(aligned);
+        for (day, parts) in days {
+            let rows: usize = parts.iter().map(RecordBatch::num_rows).sum();
             let date = chrono::DateTime::from_timestamp_micros(day * MICROS_PER_DAY)
                 .expect("day is in range")
                 .date_naive();
             let file_id = layout::new_file_id();
             let path = DataFilePath::new(&ctx.prefix, job.team.as_str(), table, date, &file_id);
-            let data = writer::encode(&part, &ctx.parquet).map_err(|e| {
-                format!(
-                    "parquet encoding of {table} ({} rows) failed: {e}",
-                    part.num_rows()
-                )
-            })?;
-            let (min_ts, max_ts) = ts_range(&part);
+            let data = writer::encode_batches(&parts, &ctx.parquet)
+                .map_err(|e| format!("parquet encoding of {table} ({rows} rows) failed: {e}"))?;
+            let (min_ts, max_ts) = ts_range(&parts);
             out.push((
                 NewDataFile {
                     table: table.clone(),
                     path: path.as_str().to_string(),
                     partition: format!("date={}", date.format("%Y-%m-%d")),
-                    rows: part.num_rows() as u64,
+                    rows: rows as u64,
                     bytes: data.len() as u64,
                     min_ts,
                     max_ts,
-                    schema: TableSchema::from_arrow(&part.schema()),
+                    schema: TableSchema::from_arrow(&parts[0].schema()),
                 },
                 data,
             ));
@@ -211,12 +220,13 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
     Ok(out)
 }
 
-/// One batch of `batches` under their merged (widened) schema. A float64 column stays text
+/// `batches` under their merged (widened) schema, each aligned to it (columns it lacks are
+/// null; the others are shared, not copied, unless widened). A float64 column stays text
 /// where any batch stores it as text or holds integers float64 cannot hold exactly, as the
 /// buffer itself and compaction keep it.
-fn concat_widened(batches: &[RecordBatch]) -> Result<RecordBatch, arrow::error::ArrowError> {
+fn align_widened(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>, arrow::error::ArrowError> {
     if let [one] = batches {
-        return Ok(one.clone());
+        return Ok(vec![one.clone()]);
     }
     let mut schema = TableSchema::default();
     let mut as_text = std::collections::HashSet::new();
@@ -237,11 +247,7 @@ fn concat_widened(batches: &[RecordBatch]) -> Result<RecordBatch, arrow::error::
         }
     }
     let target = schema.to_arrow_keeping_text(&as_text);
-    let aligned = batches
-        .iter()
-        .map(|b| align(b, &target))
-        .collect::<Result<Vec<_>, _>>()?;
-    arrow::compute::concat_batches(&target, &aligned)
+    batches.iter().map(|b| align(b, &target)).collect()
 }
 
 /// Splits rows by the UTC day of `received_at`, keeping row order within each day.
@@ -276,12 +282,95 @@ fn split_by_day(batch: &RecordBatch) -> Vec<(i64, RecordBatch)> {
         .collect()
 }
 
-fn ts_range(batch: &RecordBatch) -> (Option<i64>, Option<i64>) {
-    match batch.column_by_name("timestamp") {
-        Some(col) if col.null_count() < col.len() => {
+/// The least and greatest `timestamp` over `batches`.
+fn ts_range(batches: &[RecordBatch]) -> (Option<i64>, Option<i64>) {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for batch in batches {
+        if let Some(col) = batch.column_by_name("timestamp")
+            && col.null_count() < col.len()
+        {
             let ts = col.as_primitive::<TimestampMicrosecondType>();
-            (arrow::compute::min(ts), arrow::compute::max(ts))
+            lo = lo.into_iter().chain(arrow::compute::min(ts)).min();
+            hi = hi.into_iter().chain(arrow::compute::max(ts)).max();
         }
-        _ => (None, None),
+    }
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use super::*;
+    use crate::model::value::{Cell, Value};
+    use crate::warehouse::buffer::TableBuffer;
+
+    fn rows() -> Vec<Vec<Cell>> {
+        let c = |n: &str, v: Value| (n.to_string(), v);
+        vec![
+            vec![c("n", Value::Int(1)), c("k", Value::Int(7))],
+            vec![c("n", Value::Int(9_007_199_254_740_993))],
+            vec![c("n", Value::Float(1.5)), c("s", Value::Str("x".into()))],
+            vec![c("n", Value::Str("n/a".into())), c("k", Value::Int(8))],
+        ]
+    }
+
+    /// Chunks frozen at different widths and types are written one after another under their
+    /// merged schema, and read back as the buffer holding all the rows at once would write them.
+    #[test]
+    fn chunks_of_different_schemas_encode_as_one_buffer_would() {
+        let cfg = ParquetConfig::default();
+        let chunks: Vec<RecordBatch> = rows()
+            .iter()
+            .map(|r| {
+                let mut b = TableBuffer::default();
+                b.append(r).unwrap();
+                b.take_batch()
+            })
+            .collect();
+        let mut whole = TableBuffer::default();
+        for r in rows() {
+            whole.append(&r).unwrap();
+        }
+        let whole = whole.take_batch();
+
+        let aligned = align_widened(&chunks).unwrap();
+        assert!(aligned.iter().all(|b| b.schema() == aligned[0].schema()));
+        let file = writer::encode_batches(&aligned, &cfg).unwrap();
+        let back: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let back = arrow::compute::concat_batches(&back[0].schema(), &back).unwrap();
+        assert_eq!(back.num_rows(), 4);
+        for field in whole.schema().fields() {
+            let name = field.name();
+            let got = back.column_by_name(name).unwrap();
+            let want = whole.column_by_name(name).unwrap();
+            assert_eq!(got.data_type(), want.data_type(), "{name}");
+            assert_eq!(got.as_ref(), want.as_ref(), "{name}");
+        }
+        assert!(writer::encode_batches(&[], &cfg).is_err());
+    }
+
+    #[test]
+    fn time_range_spans_every_chunk() {
+        use arrow::array::TimestampMicrosecondArray;
+        let batch = |v: Vec<Option<i64>>| {
+            RecordBatch::try_from_iter([(
+                "timestamp",
+                Arc::new(TimestampMicrosecondArray::from(v)) as arrow::array::ArrayRef,
+            )])
+            .unwrap()
+        };
+        let parts = [
+            batch(vec![Some(5), None]),
+            batch(vec![None]),
+            batch(vec![Some(2), Some(9)]),
+        ];
+        assert_eq!(ts_range(&parts), (Some(2), Some(9)));
+        assert_eq!(ts_range(&parts[1..2]), (None, None));
     }
 }

@@ -104,6 +104,21 @@ impl ColumnBuilder {
         }
     }
 
+    /// Bytes its buffers hold (capacity, not length: what the allocator gave them), counting
+    /// a validity bit per row whether or not the column has a null yet.
+    fn allocated_bytes(&self, rows: usize) -> usize {
+        let validity = rows.div_ceil(8);
+        validity
+            + match self {
+                ColumnBuilder::Bool(b) => b.capacity().div_ceil(8),
+                ColumnBuilder::Int(b) => b.capacity() * 8,
+                ColumnBuilder::Float(b) => b.capacity() * 8,
+                ColumnBuilder::Ts(b) => b.capacity() * 8,
+                ColumnBuilder::Mixed(m) => m.capacity() * std::mem::size_of::<Option<Num>>(),
+                ColumnBuilder::Str(b) => b.values_capacity() + b.offsets_capacity() * 4,
+            }
+    }
+
     /// A float64 column about to take an integer keeps every value as it came.
     fn make_mixed(&mut self) {
         if let ColumnBuilder::Float(b) = self {
@@ -284,6 +299,15 @@ impl TableBuffer {
     /// Rows buffered.
     pub fn rows(&self) -> usize {
         self.rows
+    }
+
+    /// Bytes the column builders hold (their capacity), what the rows really cost in memory
+    /// until they are taken.
+    pub fn allocated_bytes(&self) -> usize {
+        self.columns
+            .iter()
+            .map(|c| c.allocated_bytes(self.rows))
+            .sum()
     }
 
     /// Whether `name` is a buffered column.

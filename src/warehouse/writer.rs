@@ -34,16 +34,32 @@ pub fn properties(
     cfg: &ParquetConfig,
     batch: &RecordBatch,
 ) -> Result<WriterProperties, ParquetError> {
+    properties_of(cfg, std::slice::from_ref(batch))
+}
+
+/// [`properties`] for a file of `batches` (one schema), each column's values sampled across
+/// all of them.
+fn properties_of(
+    cfg: &ParquetConfig,
+    batches: &[RecordBatch],
+) -> Result<WriterProperties, ParquetError> {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(cfg.zstd_level)?))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(true)
         .set_max_row_group_row_count(Some(cfg.row_group_rows));
-    for (field, col) in batch.schema().fields().iter().zip(batch.columns()) {
-        if repeats(col.as_ref()) == Some(false) {
+    let Some(first) = batches.first() else {
+        return Ok(b.build());
+    };
+    for (i, field) in first.schema().fields().iter().enumerate() {
+        let chunks: Vec<&dyn Array> = batches.iter().map(|b| b.column(i).as_ref()).collect();
+        if repeats_across(&chunks) == Some(false) {
             let path = ColumnPath::from(field.name().as_str());
             b = b.set_column_dictionary_enabled(path.clone(), false);
-            if matches!(col.data_type(), DataType::Int64 | DataType::Timestamp(_, _)) {
+            if matches!(
+                field.data_type(),
+                DataType::Int64 | DataType::Timestamp(_, _)
+            ) {
                 b = b.set_column_encoding(path, Encoding::DELTA_BINARY_PACKED);
             }
         }
@@ -61,37 +77,71 @@ pub fn properties(
 /// A sample can be fooled (values that cycle in step with it look distinct); a wrong guess costs
 /// size and speed, never values. `None` for other types (the writer's default: a dictionary).
 pub fn repeats(col: &dyn Array) -> Option<bool> {
-    let key: Box<dyn Fn(usize) -> u64 + '_> = match col.data_type() {
-        DataType::Int64 => {
-            let a = col.as_primitive::<Int64Type>();
-            Box::new(move |i| a.value(i) as u64)
-        }
-        DataType::Float64 => {
-            let a = col.as_primitive::<Float64Type>();
-            Box::new(move |i| a.value(i).to_bits())
-        }
-        DataType::Timestamp(_, _) => {
-            let a = col.as_primitive::<TimestampMicrosecondType>();
-            Box::new(move |i| a.value(i) as u64)
-        }
-        _ => return None,
-    };
-    let step = col.len().div_ceil(SAMPLE).max(1);
+    repeats_across(&[col])
+}
+
+/// [`repeats`] of one column held in `chunks` (one type), sampled evenly across them all.
+fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
+    if !matches!(
+        chunks.first()?.data_type(),
+        DataType::Int64 | DataType::Float64 | DataType::Timestamp(_, _)
+    ) {
+        return None;
+    }
+    let total: usize = chunks.iter().map(|c| c.len()).sum();
+    let step = total.div_ceil(SAMPLE).max(1);
     let mut seen = foldhash::HashSet::with_capacity_and_hasher(SAMPLE, Default::default());
     let mut sampled = 0usize;
-    for i in (0..col.len()).step_by(step).filter(|&i| col.is_valid(i)) {
-        sampled += 1;
-        seen.insert(key(i));
+    // Global index of the next sample, and of each chunk's first row.
+    let (mut next, mut start) = (0usize, 0usize);
+    for col in chunks {
+        let key: Box<dyn Fn(usize) -> u64 + '_> = match col.data_type() {
+            DataType::Int64 => {
+                let a = col.as_primitive::<Int64Type>();
+                Box::new(move |i| a.value(i) as u64)
+            }
+            DataType::Float64 => {
+                let a = col.as_primitive::<Float64Type>();
+                Box::new(move |i| a.value(i).to_bits())
+            }
+            DataType::Timestamp(_, _) => {
+                let a = col.as_primitive::<TimestampMicrosecondType>();
+                Box::new(move |i| a.value(i) as u64)
+            }
+            _ => return None,
+        };
+        while next < start + col.len() {
+            let i = next - start;
+            if col.is_valid(i) {
+                sampled += 1;
+                seen.insert(key(i));
+            }
+            next += step;
+        }
+        start += col.len();
     }
     Some(seen.len() * 10 <= sampled * 9)
 }
 
 /// Encodes `batch` as a complete Parquet file. CPU-bound: call it off the async loop.
 pub fn encode(batch: &RecordBatch, cfg: &ParquetConfig) -> Result<Bytes, ParquetError> {
-    let mut buf = Vec::with_capacity(batch.get_array_memory_size() / 4 + 1024);
-    let props = properties(cfg, batch)?;
-    let mut writer = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    writer.write(batch)?;
+    encode_batches(std::slice::from_ref(batch), cfg)
+}
+
+/// Encodes `batches` (one schema, the first's) as one Parquet file, rows in the order given,
+/// without joining them into one batch first. CPU-bound: call it off the async loop.
+pub fn encode_batches(batches: &[RecordBatch], cfg: &ParquetConfig) -> Result<Bytes, ParquetError> {
+    let Some(first) = batches.first() else {
+        return Err(ParquetError::General("no batch to encode".into()));
+    };
+    // ZSTD makes event data 10-50x smaller; the buffer grows if a file needs more.
+    let input: usize = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+    let mut buf = Vec::with_capacity(input / 8 + 1024);
+    let props = properties_of(cfg, batches)?;
+    let mut writer = ArrowWriter::try_new(&mut buf, first.schema(), Some(props))?;
+    for b in batches {
+        writer.write(b)?;
+    }
     writer.close()?;
     Ok(Bytes::from(buf))
 }
@@ -148,6 +198,15 @@ mod tests {
         assert_eq!(repeats(b.column(2).as_ref()), None);
         assert_eq!(repeats(b.column(3).as_ref()), Some(true));
         assert_eq!(repeats(b.column(4).as_ref()), None);
+        // Sampled across a column held in chunks, the same answers.
+        for (i, col) in b.columns().iter().enumerate() {
+            let (head, tail) = (col.slice(0, 8192), col.slice(8192, col.len() - 8192));
+            assert_eq!(
+                repeats_across(&[head.as_ref(), tail.as_ref()]),
+                repeats(col.as_ref()),
+                "column {i}"
+            );
+        }
 
         let file = encode(&b, &ParquetConfig::default()).unwrap();
         let reader = SerializedFileReader::new(file).unwrap();
