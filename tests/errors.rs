@@ -220,6 +220,64 @@ async fn budgets_answer_429_with_retry_after() {
     );
 }
 
+/// The budget counts what buffered rows really hold, not only their admitted estimate: one
+/// small event's columns take Arrow builders of a thousand rows each (more than this budget),
+/// so while its flush cannot finish the team is refused; once it commits, room is back.
+#[tokio::test]
+async fn measured_buffer_memory_counts_against_the_budget() {
+    let store = std::sync::Arc::new(FaultyStore::new(std::sync::Arc::new(InMemory::new())));
+    let t = TestServer::start_on(
+        |c| {
+            c.ingest.team_budget.0 = 50_000;
+            c.flush.retry_backoff.0 = std::time::Duration::from_millis(10);
+        },
+        Some(store.clone()),
+    )
+    .await;
+    let ingest = t.srv().state.ingest.clone();
+    let team = t.seeded.team.as_str().into();
+    store.fail_writes(true);
+    let post = |i: u32| {
+        t.http
+            .post(t.url("/v1/event"))
+            .header("X-Auth-Token", &t.seeded.token)
+            .header("Content-Type", "application/json")
+            .body(json!({"event": "m", "properties": {"i": i, "s": "x"}}).to_string())
+            .send()
+    };
+    let (s, b) = status_json(post(0).await.unwrap()).await;
+    assert_eq!(s, 200, "{b}");
+    let reserved = ingest.admission().team_bytes(&team);
+    assert!(reserved > 0 && reserved < 5_000, "{reserved}");
+    // The actor buffers the event just after its acknowledgement.
+    let counted = common::wait_for(std::time::Duration::from_secs(10), || async {
+        reserved + ingest.admission().team_measured_bytes(&team) > 50_000
+    })
+    .await;
+    assert!(
+        counted,
+        "the builders' bytes are counted: {reserved} reserved, {} measured",
+        ingest.admission().team_measured_bytes(&team)
+    );
+    let (s, b) = status_json(post(1).await.unwrap()).await;
+    assert_eq!(
+        (s, b["error"]["code"].clone()),
+        (429, json!("team_buffer_full")),
+        "{b}"
+    );
+
+    store.fail_writes(false);
+    t.flush().await;
+    assert_eq!(
+        ingest.admission().team_measured_bytes(&team),
+        0,
+        "nothing held after the flush"
+    );
+    assert_eq!(ingest.admission().team_bytes(&team), 0);
+    let (s, b) = status_json(post(2).await.unwrap()).await;
+    assert_eq!(s, 200, "{b}");
+}
+
 #[tokio::test]
 async fn download_errors() {
     let t = TestServer::start(|_| {}).await;

@@ -52,6 +52,8 @@ pub async fn render(State(state): State<AppState>) -> Response {
     );
     metrics::gauge!("stowage_wal_next_seq").set(wal.next_seq() as f64);
     metrics::gauge!("stowage_buffer_bytes").set(ingest.admission().global_bytes() as f64);
+    metrics::gauge!("stowage_buffer_measured_bytes")
+        .set(ingest.admission().global_measured_bytes() as f64);
     metrics::gauge!("stowage_active_teams").set(ingest.active_teams() as f64);
     let now = Instant::now();
     for (team, since) in ingest.progress().oldest_unflushed() {
@@ -60,6 +62,8 @@ pub async fn render(State(state): State<AppState>) -> Response {
             .set(now.duration_since(since).as_secs_f64());
         metrics::gauge!("stowage_team_buffer_bytes", &labels)
             .set(ingest.admission().team_bytes(&team) as f64);
+        metrics::gauge!("stowage_team_measured_bytes", &labels)
+            .set(ingest.admission().team_measured_bytes(&team) as f64);
     }
     let body = HANDLE.get().map(|h| h.render()).unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()

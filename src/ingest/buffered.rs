@@ -23,6 +23,8 @@ pub const CHUNK_ROWS: usize = 8192;
 pub struct BufferedTable {
     frozen: Vec<RecordBatch>,
     frozen_rows: usize,
+    /// Bytes of the frozen batches' buffers.
+    frozen_bytes: usize,
     open: TableBuffer,
 }
 
@@ -34,11 +36,7 @@ impl BufferedTable {
 
     /// Bytes held in memory: the frozen batches' buffers and the open builders' capacity.
     pub fn allocated_bytes(&self) -> usize {
-        self.frozen
-            .iter()
-            .map(RecordBatch::get_array_memory_size)
-            .sum::<usize>()
-            + self.open.allocated_bytes()
+        self.frozen_bytes + self.open.allocated_bytes()
     }
 
     /// Appends one row (see [`TableBuffer::append`]); the open rows are frozen once they are
@@ -57,6 +55,7 @@ impl BufferedTable {
     fn freeze(&mut self) {
         let batch = self.open.take_batch();
         self.frozen_rows += batch.num_rows();
+        self.frozen_bytes += batch.get_array_memory_size();
         self.frozen.push(batch);
     }
 
@@ -73,6 +72,7 @@ impl BufferedTable {
     pub fn take(&mut self) -> Vec<RecordBatch> {
         let mut out = std::mem::take(&mut self.frozen);
         self.frozen_rows = 0;
+        self.frozen_bytes = 0;
         if self.open.rows() > 0 {
             out.push(self.open.take_batch());
         }

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use object_store::ObjectStore;
 use tracing::{info, warn};
 
+use super::admission::EncodingGauge;
 use crate::catalog::{Catalog, CatalogError, NewDataFile};
 use crate::config::ParquetConfig;
 use crate::model::TeamId;
@@ -51,6 +52,8 @@ pub struct FlushJob {
     pub tables: Vec<(String, Vec<RecordBatch>)>,
     /// Highest WAL sequence number in these buffers: committed with the files.
     pub watermark: u64,
+    /// Where the encoder's bytes are reported while it runs (counted against the budgets).
+    pub encoding: EncodingGauge,
 }
 
 /// What a finished flush reports back.
@@ -77,9 +80,13 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> 
     let team = job.team.clone();
     let watermark = job.watermark;
     let enc_ctx = ctx.clone();
-    let files = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job))
-        .await
-        .map_err(|e| format!("parquet encoding panicked: {e}"))??;
+    let files = tokio::task::spawn_blocking(move || {
+        let files = encode_all(&enc_ctx, &job);
+        job.encoding.set(0);
+        files
+    })
+    .await
+    .map_err(|e| format!("parquet encoding panicked: {e}"))??;
     let (mut metas, data): (Vec<NewDataFile>, Vec<Bytes>) = files.into_iter().unzip();
     loop {
         put_reserved(ctx, &metas, &data).await;
@@ -199,7 +206,13 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
                 .date_naive();
             let file_id = layout::new_file_id();
             let path = DataFilePath::new(&ctx.prefix, job.team.as_str(), table, date, &file_id);
-            let data = writer::encode_batches(&parts, &ctx.parquet)
+            // Files already encoded stay in memory until the puts.
+            let done: u64 = out
+                .iter()
+                .map(|(m, _): &(NewDataFile, Bytes)| m.bytes)
+                .sum();
+            let mut held = |bytes: usize| job.encoding.set(done + bytes as u64);
+            let data = writer::encode_batches(&parts, &ctx.parquet, &mut held)
                 .map_err(|e| format!("parquet encoding of {table} ({rows} rows) failed: {e}"))?;
             let (min_ts, max_ts) = ts_range(&parts);
             out.push((
@@ -336,7 +349,9 @@ mod tests {
 
         let aligned = align_widened(&chunks).unwrap();
         assert!(aligned.iter().all(|b| b.schema() == aligned[0].schema()));
-        let file = writer::encode_batches(&aligned, &cfg).unwrap();
+        let mut most = 0;
+        let file = writer::encode_batches(&aligned, &cfg, &mut |b| most = most.max(b)).unwrap();
+        assert!(most > 0, "the encoder's bytes are reported");
         let back: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
             .build()
@@ -352,7 +367,7 @@ mod tests {
             assert_eq!(got.data_type(), want.data_type(), "{name}");
             assert_eq!(got.as_ref(), want.as_ref(), "{name}");
         }
-        assert!(writer::encode_batches(&[], &cfg).is_err());
+        assert!(writer::encode_batches(&[], &cfg, &mut |_| {}).is_err());
     }
 
     #[test]

@@ -113,6 +113,11 @@ pub struct TeamState {
     inflight: Option<InFlight>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
     buffered_bytes: u64,
+    /// What the buffers hold in memory (builders' capacity, frozen batches), as last measured.
+    buffer_held: u64,
+    /// Admitted bytes of the running flush's rows, and what its batches hold.
+    inflight_bytes: u64,
+    inflight_held: u64,
     /// WAL range of the buffered rows.
     buffer_first_seq: Option<u64>,
     buffer_last_seq: u64,
@@ -159,6 +164,9 @@ impl Actor for TeamActor {
             tables: HashMap::new(),
             inflight: None,
             buffered_bytes: 0,
+            buffer_held: 0,
+            inflight_bytes: 0,
+            inflight_held: 0,
             buffer_first_seq: None,
             buffer_last_seq: 0,
             inflight_first_seq: None,
@@ -229,6 +237,7 @@ impl Actor for TeamActor {
                 for Logged { rows, seq, bytes } in std::mem::take(&mut state.stash) {
                     state.append(&myself, &rows, seq, bytes);
                 }
+                state.report_memory();
                 let committed = *state.ctx.progress.committed_rx(&state.team).borrow();
                 state.report_oldest(committed);
                 for reply in std::mem::take(&mut state.stashed_flushes) {
@@ -245,6 +254,7 @@ impl Actor for TeamActor {
                 for Logged { rows, seq, bytes } in events {
                     state.append(&myself, &rows, seq, bytes);
                 }
+                state.report_memory();
                 if state.over_size_trigger() {
                     state.start_flush(&myself);
                 }
@@ -269,6 +279,9 @@ impl Actor for TeamActor {
             TeamMsg::FlushDone(number, watermark) => {
                 state.completed = number;
                 state.inflight = None;
+                state.inflight_bytes = 0;
+                state.inflight_held = 0;
+                state.report_memory();
                 state.inflight_first_seq = None;
                 state.inflight_first_at = None;
                 let (ready, waiting): (Vec<_>, Vec<_>) =
@@ -372,11 +385,27 @@ impl TeamState {
         let _ = req.reply.send(lent);
     }
 
+    /// Measures what the buffers hold and tells the budgets how much that and the running
+    /// flush's batches exceed their admitted bytes.
+    fn report_memory(&mut self) {
+        self.buffer_held = self
+            .tables
+            .values()
+            .map(|t| t.allocated_bytes() as u64)
+            .sum();
+        let held = self.buffer_held + self.inflight_held;
+        let admitted = self.buffered_bytes + self.inflight_bytes;
+        self.ctx
+            .admission
+            .set_excess(&self.team, held.saturating_sub(admitted));
+    }
+
     fn over_size_trigger(&self) -> bool {
         // Flush before the team's admission budget fills, whatever `flush.max_bytes` says, so
-        // a burst meets a flush rather than a wall of 429s.
+        // a burst meets a flush rather than a wall of 429s. Bytes are the larger of the rows'
+        // admitted estimate and what the buffers were measured to hold.
         let max_bytes = self.tuning.flush_max_bytes.min(self.tuning.budget / 2);
-        self.buffered_bytes >= max_bytes
+        self.buffered_bytes.max(self.buffer_held) >= max_bytes
             || self
                 .tables
                 .values()
@@ -444,6 +473,13 @@ impl TeamState {
             .map(|(name, mut buf)| (name, buf.take()))
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
+        self.inflight_bytes = bytes;
+        self.inflight_held = tables
+            .iter()
+            .flat_map(|(_, batches)| batches)
+            .map(|b| b.get_array_memory_size() as u64)
+            .sum();
+        self.report_memory();
         let watermark = self.buffer_last_seq;
         self.inflight = Some(InFlight {
             tables: tables.iter().cloned().collect(),
@@ -468,6 +504,7 @@ impl TeamState {
                 team: team.clone(),
                 tables,
                 watermark,
+                encoding: ctx.admission.encoding_gauge(&team),
             };
             match flush::run(&ctx.flush, job).await {
                 Ok(_) => {

@@ -125,12 +125,17 @@ fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
 
 /// Encodes `batch` as a complete Parquet file. CPU-bound: call it off the async loop.
 pub fn encode(batch: &RecordBatch, cfg: &ParquetConfig) -> Result<Bytes, ParquetError> {
-    encode_batches(std::slice::from_ref(batch), cfg)
+    encode_batches(std::slice::from_ref(batch), cfg, &mut |_| {})
 }
 
 /// Encodes `batches` (one schema, the first's) as one Parquet file, rows in the order given,
-/// without joining them into one batch first. CPU-bound: call it off the async loop.
-pub fn encode_batches(batches: &[RecordBatch], cfg: &ParquetConfig) -> Result<Bytes, ParquetError> {
+/// without joining them into one batch first; after each batch, `held` is told the bytes the
+/// encoder and the file so far hold. CPU-bound: call it off the async loop.
+pub fn encode_batches(
+    batches: &[RecordBatch],
+    cfg: &ParquetConfig,
+    held: &mut dyn FnMut(usize),
+) -> Result<Bytes, ParquetError> {
     let Some(first) = batches.first() else {
         return Err(ParquetError::General("no batch to encode".into()));
     };
@@ -141,6 +146,7 @@ pub fn encode_batches(batches: &[RecordBatch], cfg: &ParquetConfig) -> Result<By
     let mut writer = ArrowWriter::try_new(&mut buf, first.schema(), Some(props))?;
     for b in batches {
         writer.write(b)?;
+        held(writer.memory_size() + writer.inner().capacity());
     }
     writer.close()?;
     Ok(Bytes::from(buf))
