@@ -237,7 +237,9 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
 /// null; the others are shared, not copied, unless widened). A float64 column stays text
 /// where any batch stores it as text or holds integers float64 cannot hold exactly, as the
 /// buffer itself and compaction keep it.
-fn align_widened(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>, arrow::error::ArrowError> {
+pub fn align_widened(
+    batches: &[RecordBatch],
+) -> Result<Vec<RecordBatch>, arrow::error::ArrowError> {
     if let [one] = batches {
         return Ok(vec![one.clone()]);
     }
