@@ -31,7 +31,8 @@ pub struct IngestConfig {
     pub max_batch_events: usize,
     /// Largest accepted `POST /v1/import` body (after gzip decompression).
     pub max_import_body: ByteSize,
-    /// Bytes a single team may hold in buffers not yet committed; beyond it → 429.
+    /// Bytes a single team may hold in buffers not yet committed; beyond it → 429. Counted as
+    /// admitted events' estimates plus what buffers and the running flush measure beyond them.
     pub team_budget: ByteSize,
     /// Bytes all teams together may hold; beyond it → 503.
     pub global_budget: ByteSize,

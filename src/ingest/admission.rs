@@ -68,13 +68,19 @@ impl EncodingGauge {
     }
 }
 
-/// Stores `bytes` in `slot` and moves `total` by the difference.
+/// Stores `bytes` in `slot` and moves `total` by the difference. Each slot has one writer at a
+/// time (a team's actor its excess — and the dispatcher once that actor is gone — and the flush
+/// holding the team's flush lock its encoding), so `total` never dips below a slot's share.
 fn swap_into(slot: &AtomicU64, total: &AtomicU64, bytes: u64) {
     let old = slot.swap(bytes, Ordering::AcqRel);
     if bytes >= old {
         total.fetch_add(bytes - old, Ordering::AcqRel);
     } else {
-        total.fetch_sub(old - bytes, Ordering::AcqRel);
+        let before = total.fetch_sub(old - bytes, Ordering::AcqRel);
+        debug_assert!(
+            before >= old - bytes,
+            "measured total below one of its parts"
+        );
     }
 }
 

@@ -300,6 +300,8 @@ impl Dispatcher {
                     return;
                 };
                 self.actors.remove(&team);
+                // The dead actor's measured bytes went with it; a successor reports its own.
+                self.ctx.admission.set_excess(&team, 0);
                 if failed {
                     let through = self.last_dispatched.get(&team).copied();
                     error!(team = %team, "team actor failed; restarting it from the WAL");

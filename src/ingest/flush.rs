@@ -80,13 +80,14 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> 
     let team = job.team.clone();
     let watermark = job.watermark;
     let enc_ctx = ctx.clone();
-    let files = tokio::task::spawn_blocking(move || {
-        let files = encode_all(&enc_ctx, &job);
-        job.encoding.set(0);
-        files
-    })
-    .await
-    .map_err(|e| format!("parquet encoding panicked: {e}"))??;
+    // Whatever happens (an error, a panic in the encoder, the task dropped), the gauge is
+    // zero once this flush is over; until then it counts the encoded files still held.
+    let gauge = job.encoding.clone();
+    let _zero = ZeroOnDrop(gauge.clone());
+    let files = tokio::task::spawn_blocking(move || encode_all(&enc_ctx, &job))
+        .await
+        .map_err(|e| format!("parquet encoding panicked: {e}"))??;
+    gauge.set(files.iter().map(|(_, data)| data.len() as u64).sum());
     let (mut metas, data): (Vec<NewDataFile>, Vec<Bytes>) = files.into_iter().unzip();
     loop {
         put_reserved(ctx, &metas, &data).await;
@@ -137,6 +138,15 @@ pub async fn run(ctx: &FlushCtx, job: FlushJob) -> Result<FlushOutcome, String> 
     info!(team = %team, files = metas.len(), rows = outcome.rows, bytes = outcome.bytes, watermark,
           ms = took.as_millis() as u64, "flushed");
     Ok(outcome)
+}
+
+/// Sets its gauge back to zero when dropped.
+struct ZeroOnDrop(EncodingGauge);
+
+impl Drop for ZeroOnDrop {
+    fn drop(&mut self) {
+        self.0.set(0);
+    }
 }
 
 /// Reserves every object in the catalog, then puts it (durably), retrying until both succeed.
@@ -353,7 +363,11 @@ mod tests {
         assert!(aligned.iter().all(|b| b.schema() == aligned[0].schema()));
         let mut most = 0;
         let file = writer::encode_batches(&aligned, &cfg, &mut |b| most = most.max(b)).unwrap();
-        assert!(most > 0, "the encoder's bytes are reported");
+        assert!(
+            most >= file.len(),
+            "the encoder's bytes are reported: {most} < the file's {}",
+            file.len()
+        );
         let back: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
             .build()

@@ -198,12 +198,23 @@ mod tests {
                 "mobile",
                 Arc::new(BooleanArray::from_iter((0..n).map(|i| Some(i % 2 == 0)))),
             ),
+            // One value in the first 8,192 rows, distinct after: ~84 % distinct over the whole
+            // column (a dictionary), all distinct in the tail alone.
+            (
+                "skew",
+                Arc::new(Int64Array::from_iter_values((0..n).map(|i| i.max(8191)))),
+            ),
         ]);
         assert_eq!(repeats(b.column(0).as_ref()), Some(false));
         assert_eq!(repeats(b.column(1).as_ref()), Some(false));
         assert_eq!(repeats(b.column(2).as_ref()), None);
         assert_eq!(repeats(b.column(3).as_ref()), Some(true));
         assert_eq!(repeats(b.column(4).as_ref()), None);
+        assert_eq!(repeats(b.column(5).as_ref()), Some(true));
+        assert_eq!(
+            repeats(&b.column(5).slice(8192, n as usize - 8192)),
+            Some(false)
+        );
         // Sampled across a column held in chunks, the same answers.
         for (i, col) in b.columns().iter().enumerate() {
             let (head, tail) = (col.slice(0, 8192), col.slice(8192, col.len() - 8192));
