@@ -41,8 +41,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+/// MiB with one decimal, or KiB below 1 MiB.
 fn mib(n: impl TryInto<i64>) -> String {
-    format!("{:.1}", n.try_into().unwrap_or(0) as f64 / 1_048_576.0)
+    let n = n.try_into().unwrap_or(0) as f64;
+    if n < 1_048_576.0 {
+        format!("{:.1} KiB", n / 1024.0)
+    } else {
+        format!("{:.1}", n / 1_048_576.0)
+    }
 }
 
 fn main() {
@@ -53,7 +59,7 @@ fn main() {
         .unwrap_or(35_000);
     let now = chrono::Utc::now();
     println!(
-        "{events} events a mix; MiB\nmix      estimate  buffers(heap)  buffers(reported)  encoder peak(heap)  encoder peak(reported)"
+        "{events} events a mix; MiB unless KiB\nmix      estimate  buffers(heap)  buffers(reported)  encoder peak(heap)  encoder peak(reported)"
     );
     for (name, mix) in [
         ("shop", Mix::Shop),

@@ -220,15 +220,16 @@ async fn budgets_answer_429_with_retry_after() {
     );
 }
 
-/// The budget counts what buffered rows really hold, not only their admitted estimate: one
-/// small event's columns take Arrow builders of a thousand rows each (more than this budget),
-/// so while its flush cannot finish the team is refused; once it commits, room is back.
+/// The budget counts what buffered rows really hold, not only their admitted estimate: an
+/// event of 300 integers is estimated at ~9 kB, but each of its columns' builders has room for
+/// 16 rows (~39 kB in all), so while its flush cannot finish the team is refused under a 30 kB
+/// budget (the estimates alone would admit a second one); once it commits, room is back.
 #[tokio::test]
 async fn measured_buffer_memory_counts_against_the_budget() {
     let store = std::sync::Arc::new(FaultyStore::new(std::sync::Arc::new(InMemory::new())));
     let t = TestServer::start_on(
         |c| {
-            c.ingest.team_budget.0 = 50_000;
+            c.ingest.team_budget.0 = 30_000;
             c.flush.retry_backoff.0 = std::time::Duration::from_millis(10);
         },
         Some(store.clone()),
@@ -238,20 +239,22 @@ async fn measured_buffer_memory_counts_against_the_budget() {
     let team = t.seeded.team.as_str().into();
     store.fail_writes(true);
     let post = |i: u32| {
+        let properties: serde_json::Map<String, Value> =
+            (0..300).map(|p| (format!("p{p:03}"), json!(i))).collect();
         t.http
             .post(t.url("/v1/event"))
             .header("X-Auth-Token", &t.seeded.token)
             .header("Content-Type", "application/json")
-            .body(json!({"event": "m", "properties": {"i": i, "s": "x"}}).to_string())
+            .body(json!({"event": "m", "properties": properties}).to_string())
             .send()
     };
     let (s, b) = status_json(post(0).await.unwrap()).await;
     assert_eq!(s, 200, "{b}");
     let reserved = ingest.admission().team_bytes(&team);
-    assert!(reserved > 0 && reserved < 5_000, "{reserved}");
+    assert!(reserved > 0 && reserved < 15_000, "{reserved}");
     // The actor buffers the event just after its acknowledgement.
     let counted = common::wait_for(std::time::Duration::from_secs(10), || async {
-        reserved + ingest.admission().team_measured_bytes(&team) > 50_000
+        reserved + ingest.admission().team_measured_bytes(&team) > 30_000
     })
     .await;
     assert!(

@@ -49,16 +49,20 @@ enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
+    /// A builder of type `ty` holding `nulls` nulls, with room for [`FIRST_ROWS`] more.
     fn new(ty: ColumnType, nulls: usize) -> Self {
+        let rows = nulls + FIRST_ROWS;
         let mut b = match ty {
-            ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::new()),
-            ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::new()),
-            ColumnType::Float64 => ColumnBuilder::Float(Float64Builder::new()),
+            ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
+            ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::with_capacity(rows)),
+            ColumnType::Float64 => ColumnBuilder::Float(Float64Builder::with_capacity(rows)),
             // A table never has date columns (only query results do); text if one did.
-            ColumnType::String | ColumnType::Date => ColumnBuilder::Str(StringBuilder::new()),
-            ColumnType::Timestamp => {
-                ColumnBuilder::Ts(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+            ColumnType::String | ColumnType::Date => {
+                ColumnBuilder::Str(StringBuilder::with_capacity(rows, rows * 8))
             }
+            ColumnType::Timestamp => ColumnBuilder::Ts(
+                TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
+            ),
         };
         b.append_nulls(nulls);
         b
@@ -227,6 +231,12 @@ fn scalar_text(v: &Value) -> String {
         }
     }
 }
+
+/// Rows a new column has room for (beyond the nulls it starts with) before its first doubling.
+/// Arrow's own default is 1,024, ~8 KiB a column, which a quiet team's buffer holding a few
+/// events keeps in every column until its flush; a busy one doubles its way to a chunk's
+/// 8,192 rows, copying about as many bytes again as it holds.
+const FIRST_ROWS: usize = 16;
 
 /// The buffered rows of one table.
 #[derive(Default)]
@@ -399,6 +409,29 @@ mod tests {
 
     fn cell(n: &str, v: Value) -> Cell {
         (n.to_string(), v)
+    }
+
+    /// A buffer of one row holds a few hundred bytes a column, not room for a thousand rows:
+    /// quiet teams keep their buffers until a flush, and the budgets count what they hold.
+    #[test]
+    fn a_new_buffer_holds_little_room() {
+        let mut b = TableBuffer::default();
+        let row: Vec<Cell> = (0..10)
+            .flat_map(|i| {
+                [
+                    cell(&format!("n{i}"), Value::Int(i)),
+                    cell(&format!("s{i}"), Value::Str(format!("value {i}"))),
+                ]
+            })
+            .collect();
+        b.append(&row).unwrap();
+        let held = b.allocated_bytes();
+        assert!(held > 0 && held < 20 * 512, "one row holds {held} bytes");
+        // Rows beyond the first room still land (the builders grow).
+        for _ in 0..100 {
+            b.append(&row).unwrap();
+        }
+        assert_eq!(b.take_batch().num_rows(), 101);
     }
 
     #[test]
