@@ -324,8 +324,6 @@ fn ts_range(batches: &[RecordBatch]) -> (Option<i64>, Option<i64>) {
 
 #[cfg(test)]
 mod tests {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
     use super::*;
     use crate::model::value::{Cell, Value};
     use crate::warehouse::buffer::TableBuffer;
@@ -368,13 +366,7 @@ mod tests {
             "the encoder's bytes are reported: {most} < the file's {}",
             file.len()
         );
-        let back: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let back = arrow::compute::concat_batches(&back[0].schema(), &back).unwrap();
+        let back = writer::read_back(file);
         assert_eq!(back.num_rows(), 4);
         for field in whole.schema().fields() {
             let name = field.name();

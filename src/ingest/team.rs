@@ -474,11 +474,9 @@ impl TeamState {
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
         self.inflight_bytes = bytes;
-        self.inflight_held = tables
-            .iter()
-            .flat_map(|(_, batches)| batches)
-            .map(|b| b.get_array_memory_size() as u64)
-            .sum();
+        // The batches are the buffers' builders finished in place: the same bytes, measured
+        // after the last append.
+        self.inflight_held = std::mem::take(&mut self.buffer_held);
         self.report_memory();
         let watermark = self.buffer_last_seq;
         self.inflight = Some(InFlight {

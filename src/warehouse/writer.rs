@@ -152,6 +152,19 @@ pub fn encode_batches(
     Ok(Bytes::from(buf))
 }
 
+/// A Parquet file's rows read back as one batch (tests).
+#[cfg(test)]
+pub(crate) fn read_back(file: Bytes) -> RecordBatch {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let batches: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -247,7 +260,6 @@ mod tests {
     #[test]
     fn delta_encoded_columns_read_back_exactly() {
         use arrow::array::TimestampMicrosecondArray;
-        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         // Distinct values with extreme and wrapping differences, nulls and runs of one width.
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut ints: Vec<Option<i64>> = (0..20_000)
@@ -277,14 +289,7 @@ mod tests {
             let enc: Vec<_> = meta.metadata().row_group(0).column(c).encodings().collect();
             assert!(enc.contains(&Encoding::DELTA_BINARY_PACKED), "{enc:?}");
         }
-        let back: Vec<RecordBatch> = ParquetRecordBatchReaderBuilder::try_new(file)
-            .unwrap()
-            .build()
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let back = arrow::compute::concat_batches(&back[0].schema(), &back).unwrap();
-        assert_eq!(back, b);
+        assert_eq!(read_back(file), b);
     }
 
     #[test]
