@@ -2,7 +2,8 @@
 //! (`EventRows::approx_bytes`) beside the heap the table buffers take (counted by a wrapping
 //! allocator) and what they report (`BufferedTable::allocated_bytes`, which the budgets count),
 //! then each table's Parquet encoding: the heap the encoder took beyond its input against what
-//! it reported (`writer::encode_batches`). Figures in BENCHMARKS.md.
+//! it reported (`writer::encode_batches`). Last, the dedup window's heap at its default capacity
+//! of a million ids. Figures in BENCHMARKS.md.
 //! Run: `cargo bench --bench buffer_memory [-- EVENTS]` (default 35,000 events a mix, about
 //! one flush of the shop mix under load).
 
@@ -14,9 +15,11 @@ use stowage::bench::generator::Generator;
 use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
 use stowage::ingest::buffered::BufferedTable;
+use stowage::ingest::dedup::{Claim, Dedup};
 use stowage::ingest::flush::align_widened;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
+use stowage::model::TeamId;
 use stowage::warehouse::writer;
 
 /// mimalloc (the server's allocator), counting the bytes live and their peak.
@@ -116,4 +119,36 @@ fn main() {
             mib(reported_peak as i64)
         );
     }
+    dedup_window();
+}
+
+/// The dedup window after twice its default capacity of ids (so that it expires the oldest as it
+/// goes), claimed and stored 500 a request: the heap it holds, and its peak (the table grows by
+/// doubling, and both tables live while it does).
+fn dedup_window() {
+    let capacity = 1_000_000;
+    let base = LIVE.load(Relaxed);
+    PEAK.store(base, Relaxed);
+    let dedup = Dedup::new(std::time::Duration::from_secs(3600), capacity);
+    let team = TeamId::from("mem");
+    for request in 0..(2 * capacity / 500) {
+        let ids: Vec<String> = (0..500).map(|i| format!("{request}-{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let claims = dedup.claim_many(&team, &ids, request as i64 * 1000);
+        let tickets = claims
+            .into_iter()
+            .flatten()
+            .filter_map(|c| match c {
+                Claim::New(t) => Some(t),
+                Claim::Seen(_) => None,
+            })
+            .collect();
+        dedup.settle(tickets, true);
+    }
+    println!(
+        "dedup window, {} ids: heap {} MiB, peak {} MiB",
+        dedup.len(),
+        mib(LIVE.load(Relaxed) - base),
+        mib(PEAK.load(Relaxed) - base)
+    );
 }

@@ -4,15 +4,19 @@
 //! original: it is acknowledged only if the original was stored, and retried as new if the
 //! original failed. Bounded: at most `capacity` ids, oldest first out.
 //!
-//! Laid out for the cache, since with a million ids every probe of the window is a miss: an id
-//! is a 128-bit digest of team and id under two per-process random seeds, remembered in the
-//! window as digest → acceptance time (24 bytes a slot) with an expiry queue in acceptance order
-//! (24 bytes an id): ~75 MiB for the default million, against ~130 MiB when every slot also
-//! carried its claim's state. Claims still in flight live in a small map of their own
-//! ([`Inner::pending`], as many ids as appends in flight, so it stays in cache): a claim looks the
-//! digest up in both and inserts it into both where it just looked, and settling a stored append
-//! only takes its ids out of that small map — the window is touched again only when an append
-//! failed. Each new id costs two misses (its probe, and the expiry of the oldest), not three.
+//! Laid out for the cache and for size, since with a million ids every probe of the window is a
+//! miss and the window is the largest thing the process keeps: an id is a 96-bit digest of team
+//! and id under two per-process random seeds, remembered in the window as digest → its place in
+//! the expiry queue (16 bytes a slot), and the queue holds digest and acceptance second in
+//! acceptance order (16 bytes an id): ~50 MiB for the default million (the table has 2²¹ slots),
+//! against ~75 MiB with 128-bit digests and microsecond times, and ~130 MiB when every slot also
+//! carried its claim's state. The place in the queue, not the time, says whether a queue entry
+//! is still the id's current acceptance, so expiry never forgets an id accepted again after a
+//! failed claim. Claims still in flight live in a small map of their own ([`Inner::pending`], as
+//! many ids as appends in flight, so it stays in cache): a claim looks the digest up in both and
+//! inserts it into both where it just looked, and settling a stored append only takes its ids
+//! out of that small map — the window is touched again only when an append failed. Each new id
+//! costs two misses (its probe, and the expiry of the oldest), not three.
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -90,18 +94,24 @@ pub struct Dedup {
     inner: Mutex<Inner>,
 }
 
-/// A team's id, as a 128-bit digest (two 64-bit hashes under per-process random seeds that
+/// A team's id, as a 96-bit digest (from two 64-bit hashes under per-process random seeds that
 /// differ in their per-hasher part): a collision would take a new event for a duplicate; by
-/// chance it is negligible in a window of a million ids, and it cannot be aimed at without the
-/// seeds. Two words rather than a `u128`, whose 16-byte alignment would pad every slot to 32.
+/// chance it is ~2⁻⁷⁶ per id in a window of a million ids, and it cannot be aimed at without the
+/// seeds. 32-bit words, so that with a `u32` beside it a slot is 16 bytes.
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Key([u64; 2]);
+struct Key([u32; 3]);
+
+impl Key {
+    fn new(first: u64, second: u64) -> Self {
+        Key([first as u32, (first >> 32) as u32, (second >> 32) as u32])
+    }
+}
 
 impl std::hash::Hash for Key {
-    /// The first word alone: the key is a seeded digest already, so hashing it again (as a
+    /// The first 64 bits alone: the key is a seeded digest already, so hashing it again (as a
     /// `HashMap`'s own hasher would) buys nothing.
     fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(self.0[0]);
+        h.write_u64(u64::from(self.0[0]) | u64::from(self.0[1]) << 32);
     }
 }
 
@@ -136,14 +146,34 @@ struct Pending {
     waiters: Option<watch::Sender<Outcome>>,
 }
 
+/// An id in the expiry queue.
+#[derive(Clone, Copy)]
+struct Accepted {
+    /// Acceptance time, whole seconds since the Unix epoch (rounded down: an id is remembered
+    /// for up to a second longer than the window, never shorter).
+    second: u32,
+    key: Key,
+}
+
+/// The window's place of an accepted id: its number in the expiry queue, counted from the first
+/// id ever queued (wrapping; the queue never holds near 2³² ids).
+type Place = u32;
+
 #[derive(Default)]
 struct Inner {
-    /// Digest → acceptance time (µs), pending ids included.
-    seen: KeyMap<i64>,
-    /// `seen`'s ids in acceptance order, for expiry (also ids since forgotten: see `expire`).
-    order: VecDeque<(i64, Key)>,
+    /// Digest → place of its current acceptance in `order`, pending ids included.
+    seen: KeyMap<Place>,
+    /// Ids in acceptance order, for expiry (also acceptances since forgotten: see `expire`).
+    order: VecDeque<Accepted>,
+    /// Place of `order`'s front.
+    front: Place,
     /// Ids claimed and not settled yet.
     pending: KeyMap<Pending>,
+}
+
+/// Whole seconds of `at_us`, rounded down, within `u32` (Unix time fits until 2106).
+fn second(at_us: i64) -> u32 {
+    at_us.div_euclid(1_000_000).clamp(0, i64::from(u32::MAX)) as u32
 }
 
 impl Dedup {
@@ -200,7 +230,7 @@ impl Dedup {
                 .get_or_insert_with(|| watch::channel(Outcome::Pending).0);
             return Claim::Seen(tx.subscribe());
         }
-        if inner.remembers(key, now_us - self.window_us) {
+        if inner.seen.contains_key(&key) {
             return Claim::Seen(watch::channel(Outcome::Stored).1);
         }
         inner.remember(key, now_us);
@@ -214,7 +244,7 @@ impl Dedup {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.expire(at_us - self.window_us, self.capacity);
-        if !inner.remembers(key, at_us - self.window_us) {
+        if !inner.seen.contains_key(&key) {
             inner.remember(key, at_us);
         }
     }
@@ -228,7 +258,7 @@ impl Dedup {
             h.write(id.as_bytes());
             h.finish()
         };
-        Key([half(&self.seeds[0]), half(&self.seeds[1])])
+        Key::new(half(&self.seeds[0]), half(&self.seeds[1]))
     }
 
     /// Settles the claims of one append (see [`Claims`]), under one lock: `stored` keeps the ids; otherwise they
@@ -251,7 +281,7 @@ impl Dedup {
             }
             if !stored {
                 // No other claim of the id can have come meanwhile (it was pending, and
-                // `remember_stored` only runs before ingestion opens), so the time remembered
+                // `remember_stored` only runs before ingestion opens), so the place remembered
                 // is this claim's, unless the capacity pushed it out already.
                 inner.seen.remove(&ticket.key);
             }
@@ -276,10 +306,14 @@ impl Dedup {
 }
 
 impl Inner {
-    /// Remembers `key` as accepted at `at`, last in the expiry order.
-    fn remember(&mut self, key: Key, at: i64) {
-        self.seen.insert(key, at);
-        self.order.push_back((at, key));
+    /// Remembers `key` as accepted at `at_us`, last in the expiry order.
+    fn remember(&mut self, key: Key, at_us: i64) {
+        let place = self.front.wrapping_add(self.order.len() as Place);
+        self.seen.insert(key, place);
+        self.order.push_back(Accepted {
+            second: second(at_us),
+            key,
+        });
     }
 
     /// Probes the window for `keys`, and for as many of the oldest ids (the ones expiry takes
@@ -287,34 +321,36 @@ impl Inner {
     /// and probes that do not wait for each other overlap theirs, where one claim after another
     /// would wait for each miss in turn.
     fn warm(&self, keys: &[Key]) {
-        let oldest = self.order.iter().take(keys.len()).map(|(_, k)| k);
+        let oldest = self.order.iter().take(keys.len()).map(|a| &a.key);
         for key in keys.iter().chain(oldest) {
             std::hint::black_box(self.seen.get(key));
         }
     }
 
-    /// Whether `key` was accepted at or after `since`.
-    fn remembers(&self, key: Key, since: i64) -> bool {
-        self.seen.get(&key).is_some_and(|at| *at >= since)
-    }
-
-    /// Forgets ids older than the window, and the oldest beyond `capacity` (and any beyond
-    /// twice the capacity in the expiry queue). A pending id pushed out stays pending: its
-    /// duplicates still wait for its outcome.
-    fn expire(&mut self, older_than: i64, capacity: usize) {
-        while let Some((at, _)) = self.order.front() {
-            // `order` also holds ids whose claim failed (forgotten in `seen`, not here): it is
-            // kept within twice the capacity too, so retries of failing batches cannot grow it.
-            if *at >= older_than
+    /// Forgets ids accepted before the second of `older_than_us`, and the oldest beyond
+    /// `capacity` (and any beyond twice the capacity in the expiry queue). A pending id pushed
+    /// out stays pending: its duplicates still wait for its outcome. Ids are queued in the
+    /// order their claims took the lock, which follows their receive times within the few
+    /// milliseconds a request takes to get there; one queued behind a later one is forgotten
+    /// with it, that much late.
+    fn expire(&mut self, older_than_us: i64, capacity: usize) {
+        let since = second(older_than_us);
+        while let Some(oldest) = self.order.front() {
+            // `order` also holds acceptances whose claim failed (forgotten in `seen`, not
+            // here): it is kept within twice the capacity too, so retries of failing batches
+            // cannot grow it.
+            if oldest.second >= since
                 && self.seen.len() < capacity
                 && self.order.len() <= capacity.saturating_mul(2)
             {
                 break;
             }
-            let (at, key) = self.order.pop_front().expect("front exists");
-            if self.seen.get(&key) == Some(&at) {
+            let key = oldest.key;
+            if self.seen.get(&key) == Some(&self.front) {
                 self.seen.remove(&key);
             }
+            self.order.pop_front();
+            self.front = self.front.wrapping_add(1);
         }
     }
 }
@@ -484,6 +520,47 @@ mod tests {
         d.settle(tickets, true);
         assert!(d.lock().pending.capacity() <= 2 * PENDING_KEPT);
         assert_eq!(d.len(), 100_000, "the stored ids stay remembered");
+    }
+
+    /// A slot of the window and an entry of its queue are 16 bytes each: the window's memory
+    /// (README, "Memory") rests on it.
+    #[test]
+    fn a_remembered_id_takes_32_bytes() {
+        assert_eq!(std::mem::size_of::<(Key, Place)>(), 16);
+        assert_eq!(std::mem::size_of::<Accepted>(), 16);
+    }
+
+    /// An id accepted again, in the same microsecond, after its first claim failed: expiring
+    /// the failed acceptance (the queue over twice the capacity, from other failed claims)
+    /// must not forget the stored one.
+    #[test]
+    fn expiring_a_failed_acceptance_keeps_the_id_accepted_again() {
+        let d = Dedup::new(Duration::from_secs(3600), 2);
+        let t = TeamId::from("t");
+        let failed = is_new(d.claim(&t, "a", 5)).unwrap();
+        d.settle(vec![failed], false);
+        let stored = is_new(d.claim(&t, "a", 5)).expect("free again");
+        d.settle(vec![stored], true);
+        for id in ["x", "y", "z"] {
+            let ticket = is_new(d.claim(&t, id, 5)).unwrap();
+            d.settle(vec![ticket], false);
+        }
+        assert!(
+            is_new(d.claim(&t, "a", 5)).is_none(),
+            "the stored acceptance of a is remembered"
+        );
+        assert_eq!(d.lock().order.len(), 4, "the failed one was expired");
+    }
+
+    /// Ids are kept for the whole window, to the second: not forgotten before it has passed.
+    #[test]
+    fn an_id_is_kept_until_its_window_has_passed() {
+        let d = Dedup::new(Duration::from_secs(10), 100);
+        let t = TeamId::from("t");
+        let ticket = is_new(d.claim(&t, "a", 1_999_999)).unwrap();
+        d.settle(vec![ticket], true);
+        assert!(is_new(d.claim(&t, "a", 11_999_999)).is_none(), "10 s later");
+        assert!(is_new(d.claim(&t, "a", 13_000_000)).is_some(), "11 s later");
     }
 
     #[test]
