@@ -93,10 +93,10 @@ mod tests {
         let mut t = BufferedTable::default();
         let total = 2 * CHUNK_ROWS + 5;
         for i in 0..total {
-            let mut cells = vec![("i".to_string(), Value::Int(i as i64))];
+            let mut cells: Vec<Cell> = vec![("i".into(), Value::Int(i as i64))];
             // A column that first appears in the second chunk.
             if i >= CHUNK_ROWS + 3 {
-                cells.push(("late".to_string(), Value::Str(format!("v{i}"))));
+                cells.push(("late".into(), Value::Str(format!("v{i}"))));
             }
             t.append(&cells).unwrap();
         }

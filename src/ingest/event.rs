@@ -163,11 +163,12 @@ pub fn from_object(
     }
     let (event_text, table) = event_name(obj)?;
     let common = common_fields(obj, received_at, id_override, TimeRule::AsSent)?;
-    let mut standard: Vec<Cell> = vec![
+    let mut standard: Vec<Cell> = Vec::with_capacity(3 + common.cells.len());
+    standard.extend([
         ("id".into(), Value::Str(common.id.clone())),
         ("event".into(), Value::Str(table.clone())),
         ("event_text".into(), Value::Str(event_text.clone())),
-    ];
+    ]);
     standard.extend(common.cells);
     let (id, client_id) = (common.id, common.client_id);
     let context = object_field(obj, "context")?;
@@ -242,10 +243,12 @@ pub(super) fn common_fields(
         (None, Some(id)) => id,
         (None, None) => uuid::Uuid::now_v7().to_string(),
     };
-    let mut cells: Vec<Cell> = vec![
+    // Room for all six, so the vector is allocated once.
+    let mut cells: Vec<Cell> = Vec::with_capacity(6);
+    cells.extend([
         ("timestamp".into(), Value::Ts(times.timestamp)),
         ("received_at".into(), Value::Ts(times.received_at)),
-    ];
+    ]);
     if let Some(original) = times.original_timestamp {
         cells.push(("original_timestamp".into(), Value::Ts(original)));
     }
@@ -417,12 +420,12 @@ mod tests {
     fn flattening_and_collisions() {
         let ev = parse(r#"{"event":"e","properties":{"a":{"b":{"c":{"d":1}}},"list":[1,2],"timestamp":5,"n":1.5,"A":true},
                         "context":{"ip":"1.2.3.4","library":{"name":"x"}},"userId":7}"#).unwrap();
-        let props: Vec<_> = ev.properties.iter().map(|(n, _)| n.as_str()).collect();
+        let props: Vec<_> = ev.properties.iter().map(|(n, _)| &**n).collect();
         // "A" and "a" both normalise to "a"… but "a" is an object that flattens to a_b_c, so no clash.
         assert_eq!(props, vec!["a", "a_b_c", "list", "n", "property_timestamp"]);
         assert_eq!(ev.properties[1].1, Value::Str(r#"{"d":1}"#.into()));
         assert_eq!(ev.properties[2].1, Value::Str("[1,2]".into()));
-        let std: Vec<_> = ev.standard.iter().map(|(n, _)| n.as_str()).collect();
+        let std: Vec<_> = ev.standard.iter().map(|(n, _)| &**n).collect();
         assert!(
             std.contains(&"context_ip")
                 && std.contains(&"context_library_name")

@@ -329,7 +329,7 @@ mod tests {
     use crate::warehouse::buffer::TableBuffer;
 
     fn rows() -> Vec<Vec<Cell>> {
-        let c = |n: &str, v: Value| (n.to_string(), v);
+        let c = |n: &str, v: Value| (crate::model::value::Name::from(n.to_string()), v);
         vec![
             vec![c("n", Value::Int(1)), c("k", Value::Int(7))],
             vec![c("n", Value::Int(9_007_199_254_740_993))],

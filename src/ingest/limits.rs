@@ -86,13 +86,13 @@ impl Limits {
                 }
                 // Only non-null cells can create a column.
                 for (c, _) in cells.filter(|(_, v)| *v != Value::Null) {
-                    if !known.is_some_and(|k| k.contains(c))
-                        && !added.get(table).is_some_and(|m| m.contains(c))
+                    if !known.is_some_and(|k| k.contains(&**c))
+                        && !added.get(table).is_some_and(|m| m.contains(&**c))
                     {
                         added
                             .entry(table.to_string())
                             .or_default()
-                            .insert(c.clone());
+                            .insert(c.to_string());
                     }
                 }
                 let mine = added.get(table).map_or(0, HashSet::len);

@@ -16,7 +16,7 @@ use super::event_time::TimeRule;
 use super::top_fields::Top;
 use crate::model::Invalid;
 use crate::model::flatten::{Names, RawObject};
-use crate::model::value::Value;
+use crate::model::value::{Cell, Value};
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +109,9 @@ pub fn parse_message(
             "every Segment call needs a userId or an anonymousId",
         ));
     }
-    let mut standard = vec![("id".to_string(), Value::Str(common.id.clone()))];
+    // Room for every standard cell at once: the vector does not grow twice per message.
+    let mut standard: Vec<Cell> = Vec::with_capacity(3 + common.cells.len());
+    standard.push(("id".into(), Value::Str(common.id.clone())));
     let (table, tracks, properties_field) = match call {
         Call::Track => {
             let (text, table) = event_name(msg)?;

@@ -168,7 +168,7 @@ pub fn flatten<'a>(
         .map(|&i| {
             let c = &mut found[i];
             (
-                std::mem::take(&mut c.column),
+                std::mem::take(&mut c.column).into(),
                 std::mem::replace(&mut c.value, Value::Null),
             )
         })
@@ -358,6 +358,7 @@ pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::value::Name;
 
     fn cells(json: &str) -> (Vec<Cell>, String) {
         let obj: RawObject = serde_json::from_str(json).unwrap();
@@ -368,7 +369,7 @@ mod tests {
     #[test]
     fn names_are_normalised_after_joining() {
         let (c, _) = cells(r#"{"x":{"1st":1},"aB":{"cD":{"eF":2}}}"#);
-        let names: Vec<_> = c.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<_> = c.iter().map(|(n, _)| &**n).collect();
         assert_eq!(names, ["a_b_c_d_e_f", "x_1st"]);
         let long = format!(r#"{{"{}":{{"b":1}}}}"#, "a".repeat(127));
         let (c, _) = cells(&long);
@@ -378,23 +379,23 @@ mod tests {
     #[test]
     fn collisions_keep_every_value() {
         let (c, u) = cells(r#"{"Q":null,"q":5}"#);
-        assert_eq!(c, vec![("q".to_string(), Value::Int(5))]);
+        assert_eq!(c, vec![(Name::from("q"), Value::Int(5))]);
         assert_eq!(u, r#"{"Q":null}"#);
         let (c, u) = cells(r#"{"timestamp":1,"property_timestamp":2}"#);
-        assert_eq!(c, vec![("property_timestamp".to_string(), Value::Int(2))]);
+        assert_eq!(c, vec![(Name::from("property_timestamp"), Value::Int(2))]);
         assert_eq!(u, r#"{"timestamp":1}"#);
         let (c, u) = cells(r#"{"a":{"b":[1, {"z":1,"a":2}]},"a_b":99999999999999999999}"#);
         assert_eq!(
             c,
             vec![(
-                "a_b".to_string(),
+                Name::from("a_b"),
                 Value::Str(r#"[1, {"z":1,"a":2}]"#.into())
             )]
         );
         assert_eq!(u, r#"{"a_b":99999999999999999999}"#);
         let (c, u) = cells(r#"{"a":{"b":null},"a.b":null,"a_b":1,"x":1,"x":2}"#);
-        assert_eq!(c[0], ("a_b".to_string(), Value::Int(1)));
-        assert_eq!(c[1], ("x".to_string(), Value::Int(1)));
+        assert_eq!(c[0], (Name::from("a_b"), Value::Int(1)));
+        assert_eq!(c[1], (Name::from("x"), Value::Int(1)));
         assert_eq!(
             u, r#"{"a":{"b":null},"a.b":null,"x":2}"#,
             "unambiguous, duplicates kept"
@@ -403,8 +404,8 @@ mod tests {
         assert_eq!(
             c,
             vec![
-                ("e".to_string(), Value::Str("{}".into())),
-                ("z".to_string(), Value::Int(0))
+                (Name::from("e"), Value::Str("{}".into())),
+                (Name::from("z"), Value::Int(0))
             ]
         );
     }
@@ -426,7 +427,7 @@ mod tests {
         assert_eq!(
             c[0],
             (
-                "deep_b_c".to_string(),
+                Name::from("deep_b_c"),
                 Value::Str(r#"{"d":1, "e":[ 1e2 ]}"#.into())
             )
         );

@@ -34,5 +34,8 @@ impl Value {
     }
 }
 
+/// A column name: the standard columns' are static, so naming one of them allocates nothing.
+pub type Name = std::borrow::Cow<'static, str>;
+
 /// A named cell of a row: the column name and its value.
-pub type Cell = (String, Value);
+pub type Cell = (Name, Value);

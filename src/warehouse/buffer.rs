@@ -273,18 +273,18 @@ impl TableBuffer {
                 .get(position)
                 .copied()
                 .flatten()
-                .filter(|&i| self.names.get(i) == Some(name));
-            let idx = match hint.or_else(|| self.index.get(name).copied()) {
+                .filter(|&i| self.names.get(i).map(String::as_str) == Some(&**name));
+            let idx = match hint.or_else(|| self.index.get(&**name).copied()) {
                 Some(i) => i,
                 None => {
                     let Some(ty) = value.column_type() else {
                         targets.push(None);
                         continue;
                     };
-                    self.names.push(name.clone());
+                    self.names.push(name.to_string());
                     self.columns.push(ColumnBuilder::new(ty, row));
                     self.last_row.push(row);
-                    self.index.insert(name.clone(), self.columns.len() - 1);
+                    self.index.insert(name.to_string(), self.columns.len() - 1);
                     self.columns.len() - 1
                 }
             };
@@ -408,7 +408,7 @@ mod tests {
     use arrow::array::AsArray;
 
     fn cell(n: &str, v: Value) -> Cell {
-        (n.to_string(), v)
+        (n.to_string().into(), v)
     }
 
     /// A buffer of one row holds a few hundred bytes a column, not room for a thousand rows:

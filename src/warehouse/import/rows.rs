@@ -105,7 +105,7 @@ pub fn csv_rows(
             .enumerate()
             .map(|(j, f)| {
                 (
-                    headers[j].clone(),
+                    headers[j].clone().into(),
                     typed(f, types[j].unwrap_or(ColumnType::String)),
                 )
             })
