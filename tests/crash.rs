@@ -23,6 +23,40 @@ fn jitter(max_ms: u64) -> u64 {
     n.wrapping_mul(6364136223846793005).rotate_left(17) % max_ms
 }
 
+/// Ids acknowledged to the clients.
+type Acked = Arc<Mutex<HashSet<String>>>;
+
+/// `rounds` times: starts the server, runs `clients` copies of `client` (given the demo, the
+/// round and its number) against it, and kills it with `kill -9` at a random point; each client
+/// returns once the server is gone. Then recovers, shuts down gracefully so everything is
+/// committed, and starts it once more: the server to read from.
+async fn crash_rounds<F, Fut>(
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    rounds: usize,
+    clients: usize,
+    client: F,
+) -> process::Proc
+where
+    F: Fn(Value, usize, usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    for round in 0..rounds {
+        let proc = process::start(dir, env).await;
+        let tasks: Vec<_> = (0..clients)
+            .map(|c| tokio::spawn(client(proc.demo.clone(), round, c)))
+            .collect();
+        tokio::time::sleep(Duration::from_millis(250 + jitter(600))).await;
+        proc.kill9();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+    let proc = process::start(dir, env).await;
+    assert_eq!(proc.sigterm(), 0);
+    process::start(dir, env).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_no_acknowledged_event_and_duplicates_none() {
     let dir = tempfile::tempdir().unwrap();
@@ -30,72 +64,128 @@ async fn kill_9_loses_no_acknowledged_event_and_duplicates_none() {
         ("STOWAGE_FLUSH__INTERVAL", "150ms"),
         ("STOWAGE_WAL__SEGMENT_SIZE", "32KiB"),
     ];
-    let acked: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let acked: Acked = Arc::default();
     let http = reqwest::Client::new();
-    for round in 0..4 {
-        let proc = process::start(dir.path(), &env).await;
-        let mut clients = Vec::new();
-        for c in 0..4 {
-            let (http, demo, acked) = (http.clone(), proc.demo.clone(), acked.clone());
-            clients.push(tokio::spawn(async move {
-                let mut last: Option<String> = None;
-                for n in 0..100_000 {
-                    // Every 7th request retries the previous id, as a tracker would.
-                    let id = match &last {
-                        Some(prev) if n % 7 == 0 => prev.clone(),
-                        _ => format!("r{round}-c{c}-{n}"),
-                    };
-                    let body = json!({"event": "Crash Test", "messageId": id, "properties": {"round": round, "n": n}});
-                    match send(&http, &demo, &body).await {
-                        Some(200) => {
-                            acked.lock().unwrap().insert(id.clone());
-                            last = Some(id);
-                        }
-                        Some(_) => {}
-                        None => return, // the server is gone
+    let proc = crash_rounds(dir.path(), &env, 4, 4, |demo, round, c| {
+        let (http, acked) = (http.clone(), acked.clone());
+        async move {
+            let mut last: Option<String> = None;
+            for n in 0..100_000 {
+                // Every 7th request retries the previous id, as a tracker would.
+                let id = match &last {
+                    Some(prev) if n % 7 == 0 => prev.clone(),
+                    _ => format!("r{round}-c{c}-{n}"),
+                };
+                let body = json!({"event": "Crash Test", "messageId": id, "properties": {"round": round, "n": n}});
+                match send(&http, &demo, &body).await {
+                    Some(200) => {
+                        acked.lock().unwrap().insert(id.clone());
+                        last = Some(id);
                     }
+                    Some(_) => {}
+                    None => return, // the server is gone
                 }
-            }));
+            }
         }
-        tokio::time::sleep(Duration::from_millis(250 + jitter(600))).await;
-        proc.kill9();
-        for c in clients {
-            c.await.unwrap();
-        }
-    }
-    // A clean run: recover, then shut down gracefully so everything is committed.
-    let proc = process::start(dir.path(), &env).await;
-    assert_eq!(proc.sigterm(), 0);
-    let proc = process::start(dir.path(), &env).await;
+    })
+    .await;
     let tracks = download(&http, &proc.demo, "element_id").await;
     assert_eq!(proc.sigterm(), 0);
 
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for id in ids(&tracks) {
-        *counts.entry(id).or_default() += 1;
-    }
     let acked = acked.lock().unwrap();
     assert!(
         acked.len() > 100,
         "the test drove real load: {} acked",
         acked.len()
     );
+    assert_stored_once("tracks", &tracks, &acked);
+}
+
+/// Every id in `acked` is in the downloaded `table` exactly once.
+fn assert_stored_once(table: &str, doc: &Value, acked: &HashSet<String>) {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for id in ids(doc) {
+        *counts.entry(id).or_default() += 1;
+    }
     let missing: Vec<_> = acked
         .iter()
         .filter(|id| !counts.contains_key(*id))
         .collect();
     assert!(
         missing.is_empty(),
-        "{} acknowledged events lost, e.g. {:?}",
+        "{table}: {} acknowledged events lost, e.g. {:?}",
         missing.len(),
         &missing[..missing.len().min(5)]
     );
     let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
     assert!(
         twice.is_empty(),
-        "stored more than once: {:?}",
+        "{table}: stored more than once: {:?}",
         &twice[..twice.len().min(5)]
     );
+}
+
+/// The same with Segment batches: small ones, whose events the team actor appends one by one,
+/// and large ones, whose rows are built into batches on the request's task and reach the actor
+/// whole (`ingest::bulk`), some of them retried whole. Both tables every event writes
+/// (`tracks` and its own) hold every acknowledged event exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_batches_loses_and_duplicates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("STOWAGE_FLUSH__INTERVAL", "150ms"),
+        ("STOWAGE_WAL__SEGMENT_SIZE", "64KiB"),
+    ];
+    let acked: Acked = Arc::default();
+    let http = reqwest::Client::new();
+    let proc = crash_rounds(dir.path(), &env, 3, 3, |demo, round, c| {
+        let (http, acked) = (http.clone(), acked.clone());
+        async move {
+            let mut last: Vec<String> = Vec::new();
+            for n in 0..100_000 {
+                // Every 5th batch retries the previous one whole.
+                let ids: Vec<String> = if n % 5 == 4 {
+                    last.clone()
+                } else {
+                    let size = if n % 2 == 0 { 40 } else { 5 };
+                    (0..size)
+                        .map(|i| format!("b{round}-c{c}-{n}-{i}"))
+                        .collect()
+                };
+                let batch: Vec<Value> = ids
+                    .iter()
+                    .map(|id| {
+                        json!({"type": "track", "event": "Purchased an Item",
+                               "userId": "u", "messageId": id, "properties": {"n": n}})
+                    })
+                    .collect();
+                let body = json!({"writeKey": demo["events_token"], "batch": batch});
+                let sent = http
+                    .post(format!("{}/v1/batch", demo["events_url"].as_str().unwrap()))
+                    .header("Content-Type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await;
+                match sent.map(|r| r.status().as_u16()) {
+                    Ok(200) => {
+                        acked.lock().unwrap().extend(ids.iter().cloned());
+                        last = ids;
+                    }
+                    Ok(_) => {}
+                    Err(_) => return, // the server is gone
+                }
+            }
+        }
+    })
+    .await;
+    let tracks = download(&http, &proc.demo, "element_id").await;
+    let purchases = download(&http, &proc.demo, "event_element_id").await;
+    assert_eq!(proc.sigterm(), 0);
+
+    let acked = acked.lock().unwrap();
+    assert!(acked.len() > 500, "real load: {} acked", acked.len());
+    assert_stored_once("tracks", &tracks, &acked);
+    assert_stored_once("purchased_an_item", &purchases, &acked);
 }
 
 /// Sends `n` events with ids `{prefix}{i}` and returns once all are acknowledged.

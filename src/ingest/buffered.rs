@@ -4,6 +4,10 @@
 //! copy per read); appends go on into a new open buffer, and the flush takes the frozen batches
 //! and the open rows together, so a table's rows still commit as one flush.
 //!
+//! A batch request's rows arrive already built, a batch per table ([`BufferedTable::push`]):
+//! they are kept as they are until they make a chunk, then joined into one batch (aligned to
+//! their merged schema), so a flush does not write hundreds of small batches.
+//!
 //! Chunks bound what a buffer holds beyond its rows: a builder grows by doubling, so one
 //! growing over a whole flush's rows held up to twice their size and, at each doubling, copied
 //! them and freed the old block to the allocator. With chunks, only the open chunk has slack
@@ -12,6 +16,7 @@
 
 use arrow::record_batch::RecordBatch;
 
+use super::flush::align_widened;
 use crate::model::value::Cell;
 use crate::warehouse::buffer::TableBuffer;
 
@@ -25,18 +30,22 @@ pub struct BufferedTable {
     frozen_rows: usize,
     /// Bytes of the frozen batches' buffers.
     frozen_bytes: usize,
+    /// Batches pushed whole, after `frozen` and before `open`, until they make a chunk.
+    pushed: Vec<RecordBatch>,
+    pushed_rows: usize,
+    pushed_bytes: usize,
     open: TableBuffer,
 }
 
 impl BufferedTable {
     /// Rows buffered (frozen and open).
     pub fn rows(&self) -> usize {
-        self.frozen_rows + self.open.rows()
+        self.frozen_rows + self.pushed_rows + self.open.rows()
     }
 
     /// Bytes held in memory: the frozen batches' buffers and the open builders' capacity.
     pub fn allocated_bytes(&self) -> usize {
-        self.frozen_bytes + self.open.allocated_bytes()
+        self.frozen_bytes + self.pushed_bytes + self.open.allocated_bytes()
     }
 
     /// Appends one row (see [`TableBuffer::append`]); the open rows are frozen once they are
@@ -52,7 +61,49 @@ impl BufferedTable {
         Ok(())
     }
 
+    /// Appends rows built elsewhere (a batch request's, on its own task), after every row
+    /// buffered so far.
+    pub fn push(&mut self, batch: RecordBatch) {
+        if self.open.rows() > 0 {
+            self.freeze();
+        }
+        self.pushed_rows += batch.num_rows();
+        self.pushed_bytes += batch.get_array_memory_size();
+        self.pushed.push(batch);
+        if self.pushed_rows >= CHUNK_ROWS {
+            self.join_pushed();
+        }
+    }
+
+    /// Moves the pushed batches to the frozen ones, joined into one batch.
+    fn join_pushed(&mut self) {
+        let pushed = std::mem::take(&mut self.pushed);
+        self.pushed_rows = 0;
+        self.pushed_bytes = 0;
+        let joined = match pushed.len() {
+            0 => return,
+            1 => pushed,
+            _ => match align_widened(&pushed)
+                .and_then(|aligned| arrow::compute::concat_batches(&aligned[0].schema(), &aligned))
+            {
+                Ok(one) => vec![one],
+                // Kept apart: the flush aligns them again, and reports what fails.
+                Err(_) => pushed,
+            },
+        };
+        for batch in joined {
+            self.frozen_rows += batch.num_rows();
+            self.frozen_bytes += batch.get_array_memory_size();
+            self.frozen.push(batch);
+        }
+    }
+
+    /// Freezes the pushed batches and the open rows, in that order.
     fn freeze(&mut self) {
+        self.join_pushed();
+        if self.open.rows() == 0 {
+            return;
+        }
         let batch = self.open.take_batch();
         self.frozen_rows += batch.num_rows();
         self.frozen_bytes += batch.get_array_memory_size();
@@ -62,14 +113,13 @@ impl BufferedTable {
     /// Every row as immutable batches, oldest first; the open rows are frozen first, so the
     /// next call lends the same batches again (plus whatever was appended since).
     pub fn lend(&mut self) -> Vec<RecordBatch> {
-        if self.open.rows() > 0 {
-            self.freeze();
-        }
+        self.freeze();
         self.frozen.clone()
     }
 
     /// Takes every row for a flush, oldest batch first, leaving the table empty.
     pub fn take(&mut self) -> Vec<RecordBatch> {
+        self.join_pushed();
         let mut out = std::mem::take(&mut self.frozen);
         self.frozen_rows = 0;
         self.frozen_bytes = 0;
@@ -87,6 +137,63 @@ mod tests {
 
     use super::*;
     use crate::model::value::Value;
+
+    /// A batch of `n` rows numbered from `from` in column `i`, and a column `k` of `kind`.
+    fn built(from: i64, n: usize, kind: Value) -> RecordBatch {
+        let mut b = TableBuffer::default();
+        for i in from..from + n as i64 {
+            b.append(&[("i".into(), Value::Int(i)), ("k".into(), kind.clone())])
+                .unwrap();
+        }
+        b.take_batch()
+    }
+
+    fn column_i(batches: &[RecordBatch]) -> Vec<i64> {
+        batches
+            .iter()
+            .flat_map(|b| {
+                let col = b.column_by_name("i").unwrap().as_primitive::<Int64Type>();
+                col.values().to_vec()
+            })
+            .collect()
+    }
+
+    /// Pushed batches and appended rows keep their order; pushed batches are joined into one
+    /// once they make a chunk, widened where their types differ, and count while they wait.
+    #[test]
+    fn pushed_batches_join_into_chunks_in_order() {
+        let mut t = BufferedTable::default();
+        let half = CHUNK_ROWS / 2;
+        t.push(built(0, half, Value::Int(1)));
+        assert_eq!(
+            (t.rows(), t.frozen.len()),
+            (half, 0),
+            "kept apart until a chunk"
+        );
+        assert!(t.allocated_bytes() >= half * 16, "pushed rows are counted");
+        t.append(&[("i".into(), Value::Int(half as i64))]).unwrap();
+        // Text where the first batch had integers: the joined chunk holds both as text.
+        t.push(built(half as i64 + 1, half, Value::Str("x".into())));
+        assert_eq!(t.frozen.len(), 2, "the first batch, then the appended row");
+        t.push(built(2 * half as i64 + 1, CHUNK_ROWS, Value::Int(2)));
+        assert_eq!(t.frozen.len(), 3, "a chunk of pushed rows, joined");
+        assert_eq!(t.frozen[2].num_rows(), half + CHUNK_ROWS);
+        let k = t.frozen[2].column_by_name("k").unwrap();
+        assert_eq!(k.data_type(), &arrow::datatypes::DataType::Utf8);
+        assert_eq!(k.as_string::<i32>().value(half), "2");
+        t.push(built(
+            2 * half as i64 + 1 + CHUNK_ROWS as i64,
+            3,
+            Value::Int(3),
+        ));
+        let total = 2 * half + 4 + CHUNK_ROWS;
+        assert_eq!(t.rows(), total);
+        let lent = t.lend();
+        assert_eq!(column_i(&lent), (0..total as i64).collect::<Vec<_>>());
+        let taken = t.take();
+        assert_eq!(column_i(&taken), (0..total as i64).collect::<Vec<_>>());
+        assert_eq!((t.rows(), t.allocated_bytes()), (0, 0));
+    }
 
     #[test]
     fn rows_are_frozen_in_chunks_and_taken_in_order() {

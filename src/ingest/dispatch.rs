@@ -13,11 +13,12 @@ use ractor::{Actor, ActorId, ActorRef};
 use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, error, warn};
 
+use super::bulk::TableBatches;
 use super::control::Control;
 use super::ctx::TeamCtx;
 use super::event::EventRows;
 use super::supervisor::{Supervisor, SupervisorMsg};
-use super::team::{LendRequest, Logged, TeamActor, TeamArgs, TeamMsg};
+use super::team::{LendRequest, Logged, Rows, TeamActor, TeamArgs, TeamMsg};
 use crate::model::TeamId;
 use crate::wal::{Wal, Written};
 
@@ -30,6 +31,16 @@ pub enum Payload {
         /// Admitted bytes.
         bytes: u64,
     },
+    /// A request's events, built into a batch per table ([`bulk`](super::bulk)): carried by
+    /// the last entry of the request's append, the others are [`Payload::Covered`].
+    Tables {
+        /// The rows.
+        tables: Arc<TableBatches>,
+        /// Admitted bytes, of every event.
+        bytes: u64,
+    },
+    /// An event whose rows come with a later entry of the same append ([`Payload::Tables`]).
+    Covered,
     /// A marker: flush every team once everything queued before it is dispatched, then reply.
     FlushBarrier(oneshot::Sender<()>),
     /// A marker: once everything queued before it is dispatched, the entry's team lends its
@@ -58,6 +69,9 @@ pub(super) struct Dispatcher {
     pub needs_rebuild: std::collections::HashSet<TeamId>,
     /// Every record up to here has been handed to an actor.
     pub dispatched_through: u64,
+    /// First record of the append being dispatched whose rows come with its last record
+    /// ([`Payload::Covered`]).
+    pub covered_from: Option<u64>,
     pub metrics_teams: Arc<std::sync::atomic::AtomicUsize>,
     /// The segment collection running on a blocking thread, if any.
     pub gc_task: Option<tokio::task::JoinHandle<()>>,
@@ -148,35 +162,53 @@ impl Dispatcher {
                     self.send(std::mem::take(pending)).await;
                     self.flush_team(w.team, reply).await;
                 }
+                Payload::Covered => {
+                    // The append's entries are consecutive: its first one is the request's.
+                    self.covered_from.get_or_insert(w.seq);
+                }
                 Payload::Event { rows, bytes } => {
-                    self.last_dispatched.insert(w.team.clone(), w.seq);
-                    self.dispatched_through = self.dispatched_through.max(w.seq);
-                    self.ctx.progress.note_dispatched(&w.team, w.seq);
-                    if self.needs_rebuild.contains(&w.team) {
-                        // A new actor rebuilds everything up to and including this record from
-                        // the WAL, the team's records pending here included.
-                        pending.retain(|(t, _)| *t != w.team);
-                        self.actors.remove(&w.team);
-                        self.spawn(&w.team, Some(w.seq)).await;
-                    } else {
-                        match pending.iter_mut().find(|(t, _)| *t == w.team) {
-                            Some((_, events)) => events.push(Logged {
-                                rows,
-                                seq: w.seq,
-                                bytes,
-                            }),
-                            None => pending.push((
-                                w.team,
-                                vec![Logged {
-                                    rows,
-                                    seq: w.seq,
-                                    bytes,
-                                }],
-                            )),
-                        }
-                    }
+                    self.pend(w.team, Rows::Event(rows), w.seq, bytes, pending)
+                        .await;
+                }
+                Payload::Tables { tables, bytes } => {
+                    self.pend(w.team, Rows::Tables(tables), w.seq, bytes, pending)
+                        .await;
                 }
             }
+        }
+    }
+
+    /// Adds the rows of records up to `seq` (from the first [`Payload::Covered`] one before it)
+    /// to the team's pending events, or has a new actor rebuild them from the WAL.
+    async fn pend(
+        &mut self,
+        team: TeamId,
+        rows: Rows,
+        seq: u64,
+        bytes: u64,
+        pending: &mut Vec<(TeamId, Vec<Logged>)>,
+    ) {
+        let first_seq = self.covered_from.take().unwrap_or(seq);
+        self.last_dispatched.insert(team.clone(), seq);
+        self.dispatched_through = self.dispatched_through.max(seq);
+        self.ctx.progress.note_dispatched(&team, seq);
+        if self.needs_rebuild.contains(&team) {
+            // A new actor rebuilds everything up to and including this record from the WAL,
+            // the team's records pending here included.
+            pending.retain(|(t, _)| *t != team);
+            self.actors.remove(&team);
+            self.spawn(&team, Some(seq)).await;
+            return;
+        }
+        let logged = Logged {
+            rows,
+            first_seq,
+            seq,
+            bytes,
+        };
+        match pending.iter_mut().find(|(t, _)| *t == team) {
+            Some((_, events)) => events.push(logged),
+            None => pending.push((team, vec![logged])),
         }
     }
 

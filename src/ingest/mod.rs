@@ -9,6 +9,7 @@
 
 pub mod admission;
 pub mod buffered;
+pub mod bulk;
 pub mod cadence;
 pub mod control;
 pub mod ctx;
@@ -203,6 +204,7 @@ impl Ingest {
             // Nothing counts as dispatched until replay hands records over, so no segment
             // holding an unreplayed record can be deleted meanwhile.
             dispatched_through: 0,
+            covered_from: None,
             metrics_teams: active_teams.clone(),
             gc_task: None,
         };

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 use super::admission::Refusal;
+use super::bulk;
 use super::dedup::{Claim, Claims, Outcome, Ticket};
 use super::dispatch::Payload;
 use super::event::EventRows;
@@ -244,24 +245,47 @@ impl Ingest {
         // waits for its own write, so nothing is acknowledged that the log could not hold.
         let waited =
             self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
+        // A large request's rows are built here, a batch per table, and ride on its last
+        // entry; the actor takes them whole.
+        let built = (items.len() >= bulk::MIN_EVENTS)
+            .then(|| bulk::build(items.iter().map(|(_, it)| &it.rows)))
+            .flatten();
+        let mut built = built.map(|tables| (Arc::new(tables), total));
+        let last = items.len().saturating_sub(1);
         let entries = items
             .into_iter()
             .zip(sizes)
-            .map(|((_, it), bytes)| Entry {
-                team: team.clone(),
-                flags: it.flags
+            .enumerate()
+            .map(|(n, ((_, it), bytes))| {
+                let flags = it.flags
                     | if it.rows.client_id {
                         wal::record::FLAG_CLIENT_ID
                     } else {
                         0
-                    },
-                received_at,
-                id: it.rows.id.clone(),
-                body: it.body,
-                payload: Payload::Event {
-                    rows: Arc::new(it.rows),
-                    bytes,
-                },
+                    };
+                // The rows built into batches are freed here, by the thread that made them.
+                let (id, payload) = match built.as_mut() {
+                    Some(_) if n < last => (it.rows.id, Payload::Covered),
+                    Some(_) => {
+                        let (tables, bytes) = built.take().expect("checked");
+                        (it.rows.id, Payload::Tables { tables, bytes })
+                    }
+                    None => (
+                        it.rows.id.clone(),
+                        Payload::Event {
+                            rows: Arc::new(it.rows),
+                            bytes,
+                        },
+                    ),
+                };
+                Entry {
+                    team: team.clone(),
+                    flags,
+                    received_at,
+                    id,
+                    body: it.body,
+                    payload,
+                }
             })
             .collect();
         match self.wal.append(Append { entries, waited }) {

@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
 use super::buffered::BufferedTable;
+use super::bulk::TableBatches;
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
 use super::ctx::TeamCtx;
@@ -42,11 +43,21 @@ pub enum AppendError {
     Internal(String),
 }
 
-/// One logged event on its way to the buffer.
+/// What a logged entry brings to the buffer.
+pub enum Rows {
+    /// One event's rows, appended cell by cell.
+    Event(Arc<EventRows>),
+    /// A whole request's rows, a batch per table ([`bulk`](super::bulk)).
+    Tables(Arc<TableBatches>),
+}
+
+/// One logged event, or a request's events, on its way to the buffer.
 pub struct Logged {
-    /// The validated rows.
-    pub rows: Arc<EventRows>,
-    /// Its WAL sequence number.
+    /// The rows.
+    pub rows: Rows,
+    /// Sequence number of its first WAL record (a request's events have consecutive ones).
+    pub first_seq: u64,
+    /// Sequence number of its last WAL record.
     pub seq: u64,
     /// Bytes admitted for it, released when its flush commits.
     pub bytes: u64,
@@ -232,10 +243,11 @@ impl Actor for TeamActor {
                 state.rebuilding = false;
                 for (seq, rows) in records {
                     let bytes = rows.approx_bytes();
-                    state.append(&myself, &rows, seq, bytes);
+                    state.append_event(&rows);
+                    state.note_appended(&myself, seq, seq, bytes);
                 }
-                for Logged { rows, seq, bytes } in std::mem::take(&mut state.stash) {
-                    state.append(&myself, &rows, seq, bytes);
+                for logged in std::mem::take(&mut state.stash) {
+                    state.append(&myself, logged);
                 }
                 state.report_memory();
                 let committed = *state.ctx.progress.committed_rx(&state.team).borrow();
@@ -251,8 +263,8 @@ impl Actor for TeamActor {
                 }
             }
             TeamMsg::Append(events) => {
-                for Logged { rows, seq, bytes } in events {
-                    state.append(&myself, &rows, seq, bytes);
+                for logged in events {
+                    state.append(&myself, logged);
                 }
                 state.report_memory();
                 if state.over_size_trigger() {
@@ -320,9 +332,27 @@ impl TeamState {
         self.tables.is_empty() && !self.in_flight() && self.waiters.is_empty()
     }
 
-    fn append(&mut self, myself: &ActorRef<TeamMsg>, ev: &EventRows, seq: u64, bytes: u64) {
-        self.last_activity = Instant::now();
-        self.last_seen_seq = seq;
+    fn append(&mut self, myself: &ActorRef<TeamMsg>, logged: Logged) {
+        match &logged.rows {
+            Rows::Event(ev) => self.append_event(ev),
+            Rows::Tables(built) => {
+                for (table, batch) in &built.tables {
+                    match self.tables.get_mut(table) {
+                        Some(b) => b.push(batch.clone()),
+                        None => self
+                            .tables
+                            .entry(table.clone())
+                            .or_default()
+                            .push(batch.clone()),
+                    }
+                }
+            }
+        }
+        self.note_appended(myself, logged.first_seq, logged.seq, logged.bytes);
+    }
+
+    /// Appends one event's rows to the buffers, cell by cell.
+    fn append_event(&mut self, ev: &EventRows) {
         let mut result = Ok(());
         for (table, cells) in ev.rows() {
             result = match self.tables.get_mut(table) {
@@ -339,12 +369,18 @@ impl TeamState {
         }
         if let Err(e) = result {
             // The record stays in the WAL; it is rebuilt if this actor restarts.
-            error!(team = %self.team, seq, error = %e, "could not buffer an event");
+            error!(team = %self.team, id = %ev.id, error = %e, "could not buffer an event");
         }
+    }
+
+    /// Accounts for records `first_seq..=seq` just buffered, holding `bytes` of the budget.
+    fn note_appended(&mut self, myself: &ActorRef<TeamMsg>, first_seq: u64, seq: u64, bytes: u64) {
+        self.last_activity = Instant::now();
+        self.last_seen_seq = seq;
         self.buffered_bytes += bytes;
         self.buffer_last_seq = seq;
         if self.buffer_first_seq.is_none() {
-            self.buffer_first_seq = Some(seq);
+            self.buffer_first_seq = Some(first_seq);
             self.buffer_first_at = Some(Instant::now());
             if self.inflight_first_at.is_none() {
                 self.ctx
