@@ -3,6 +3,7 @@
 //! its events). Duplicate `messageId`s — within the batch or seen before — are acknowledged and
 //! stored once.
 
+use std::mem::take;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -247,10 +248,13 @@ impl Ingest {
             self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
         // A large request's rows are built here, a batch per table, and ride on its last
         // entry; the actor takes them whole.
-        let built = (items.len() >= bulk::MIN_EVENTS)
-            .then(|| bulk::build(items.iter().map(|(_, it)| &it.rows)))
+        let mut plan = (items.len() >= bulk::MIN_EVENTS)
+            .then(|| {
+                let rows: Vec<&EventRows> = items.iter().map(|(_, it)| &it.rows).collect();
+                bulk::build(&rows)
+            })
             .flatten();
-        let mut built = built.map(|tables| (Arc::new(tables), total));
+        let mut rest = Vec::new();
         let last = items.len().saturating_sub(1);
         let entries = items
             .into_iter()
@@ -264,11 +268,28 @@ impl Ingest {
                         0
                     };
                 // The rows built into batches are freed here, by the thread that made them.
-                let (id, payload) = match built.as_mut() {
-                    Some(_) if n < last => (it.rows.id, Payload::Covered),
-                    Some(_) => {
-                        let (tables, bytes) = built.take().expect("checked");
-                        (it.rows.id, Payload::Tables { tables, bytes })
+                let (id, payload) = match plan.as_ref() {
+                    Some(p) => {
+                        let id = if p.rest[n] {
+                            let id = it.rows.id.clone();
+                            rest.push(it.rows);
+                            id
+                        } else {
+                            it.rows.id
+                        };
+                        if n < last {
+                            (id, Payload::Covered)
+                        } else {
+                            let built = plan.take().expect("checked").finish(take(&mut rest));
+                            let tables = Arc::new(built);
+                            (
+                                id,
+                                Payload::Tables {
+                                    tables,
+                                    bytes: total,
+                                },
+                            )
+                        }
                     }
                     None => (
                         it.rows.id.clone(),

@@ -243,7 +243,7 @@ impl Actor for TeamActor {
                 state.rebuilding = false;
                 for (seq, rows) in records {
                     let bytes = rows.approx_bytes();
-                    state.append_event(&rows);
+                    state.append_rows(&rows, |_| true);
                     state.note_appended(&myself, seq, seq, bytes);
                 }
                 for logged in std::mem::take(&mut state.stash) {
@@ -334,8 +334,11 @@ impl TeamState {
 
     fn append(&mut self, myself: &ActorRef<TeamMsg>, logged: Logged) {
         match &logged.rows {
-            Rows::Event(ev) => self.append_event(ev),
+            Rows::Event(ev) => self.append_rows(ev, |_| true),
             Rows::Tables(built) => {
+                for ev in &built.rest {
+                    self.append_rows(ev, |table| !built.built(table));
+                }
                 for (table, batch) in &built.tables {
                     match self.tables.get_mut(table) {
                         Some(b) => b.push(batch.clone()),
@@ -351,10 +354,10 @@ impl TeamState {
         self.note_appended(myself, logged.first_seq, logged.seq, logged.bytes);
     }
 
-    /// Appends one event's rows to the buffers, cell by cell.
-    fn append_event(&mut self, ev: &EventRows) {
+    /// Appends one event's rows to the buffers, cell by cell: those in the tables `wanted`.
+    fn append_rows(&mut self, ev: &EventRows, wanted: impl Fn(&str) -> bool) {
         let mut result = Ok(());
-        for (table, cells) in ev.rows() {
+        for (table, cells) in ev.rows().filter(|(table, _)| wanted(table)) {
             result = match self.tables.get_mut(table) {
                 Some(b) => b.append(cells),
                 None => self
