@@ -6,7 +6,9 @@
 //!
 //! A batch request's rows arrive already built, a batch per table ([`BufferedTable::push`]):
 //! they are kept as they are until they make a chunk, then joined into one batch (aligned to
-//! their merged schema), so a flush does not write hundreds of small batches.
+//! their merged schema), so a flush does not write hundreds of small batches. Rows come out in
+//! arrival order within each way in (pushed, appended), the pushed ones first where both wait:
+//! nothing downstream depends on the order of rows within a flush.
 //!
 //! Chunks bound what a buffer holds beyond its rows: a builder grows by doubling, so one
 //! growing over a whole flush's rows held up to twice their size and, at each doubling, copied
@@ -61,12 +63,10 @@ impl BufferedTable {
         Ok(())
     }
 
-    /// Appends rows built elsewhere (a batch request's, on its own task), after every row
-    /// buffered so far.
+    /// Appends rows built elsewhere (a batch request's, on its own task). They join the pushed
+    /// rows, which come before the open ones: rows appended one by one meanwhile are not frozen
+    /// for it, so a team sending single events between batches still gets full chunks of both.
     pub fn push(&mut self, batch: RecordBatch) {
-        if self.open.rows() > 0 {
-            self.freeze();
-        }
         self.pushed_rows += batch.num_rows();
         self.pushed_bytes += batch.get_array_memory_size();
         self.pushed.push(batch);
@@ -158,12 +158,14 @@ mod tests {
             .collect()
     }
 
-    /// Pushed batches and appended rows keep their order; pushed batches are joined into one
-    /// once they make a chunk, widened where their types differ, and count while they wait.
+    /// Pushed batches are joined into one once they make a chunk, widened where their types
+    /// differ, and count while they wait; a row appended between pushes stays open (a push does
+    /// not cut it into a chunk of its own) and comes after the pushed rows.
     #[test]
-    fn pushed_batches_join_into_chunks_in_order() {
+    fn pushed_batches_join_into_chunks_and_leave_appended_rows_open() {
         let mut t = BufferedTable::default();
         let half = CHUNK_ROWS / 2;
+        let h = half as i64;
         t.push(built(0, half, Value::Int(1)));
         assert_eq!(
             (t.rows(), t.frozen.len()),
@@ -171,27 +173,24 @@ mod tests {
             "kept apart until a chunk"
         );
         assert!(t.allocated_bytes() >= half * 16, "pushed rows are counted");
-        t.append(&[("i".into(), Value::Int(half as i64))]).unwrap();
+        t.append(&[("i".into(), Value::Int(-1))]).unwrap();
         // Text where the first batch had integers: the joined chunk holds both as text.
-        t.push(built(half as i64 + 1, half, Value::Str("x".into())));
-        assert_eq!(t.frozen.len(), 2, "the first batch, then the appended row");
-        t.push(built(2 * half as i64 + 1, CHUNK_ROWS, Value::Int(2)));
-        assert_eq!(t.frozen.len(), 3, "a chunk of pushed rows, joined");
-        assert_eq!(t.frozen[2].num_rows(), half + CHUNK_ROWS);
-        let k = t.frozen[2].column_by_name("k").unwrap();
+        t.push(built(h, half, Value::Str("x".into())));
+        assert_eq!(t.frozen.len(), 1, "a chunk of pushed rows, joined");
+        assert_eq!(t.open.rows(), 1, "the appended row stays open");
+        assert_eq!(t.frozen[0].num_rows(), CHUNK_ROWS);
+        let k = t.frozen[0].column_by_name("k").unwrap();
         assert_eq!(k.data_type(), &arrow::datatypes::DataType::Utf8);
-        assert_eq!(k.as_string::<i32>().value(half), "2");
-        t.push(built(
-            2 * half as i64 + 1 + CHUNK_ROWS as i64,
-            3,
-            Value::Int(3),
-        ));
-        let total = 2 * half + 4 + CHUNK_ROWS;
+        let k = k.as_string::<i32>();
+        assert_eq!((k.value(0), k.value(half)), ("1", "x"));
+        t.push(built(2 * h, 3, Value::Int(3)));
+        let total = CHUNK_ROWS + 4;
         assert_eq!(t.rows(), total);
-        let lent = t.lend();
-        assert_eq!(column_i(&lent), (0..total as i64).collect::<Vec<_>>());
-        let taken = t.take();
-        assert_eq!(column_i(&taken), (0..total as i64).collect::<Vec<_>>());
+        let mut order: Vec<i64> = (0..2 * h + 3).collect();
+        order.push(-1);
+        assert_eq!(column_i(&t.lend()), order, "pushed rows, then the open one");
+        assert_eq!(column_i(&t.lend()), order, "a second lend sees the same");
+        assert_eq!(column_i(&t.take()), order);
         assert_eq!((t.rows(), t.allocated_bytes()), (0, 0));
     }
 

@@ -38,6 +38,8 @@ pub enum Payload {
         tables: Arc<TableBatches>,
         /// Admitted bytes, of every event.
         bytes: u64,
+        /// Records of the append (this one and the [`Payload::Covered`] ones before it).
+        records: u64,
     },
     /// An event whose rows come with a later entry of the same append ([`Payload::Tables`]).
     Covered,
@@ -69,9 +71,6 @@ pub(super) struct Dispatcher {
     pub needs_rebuild: std::collections::HashSet<TeamId>,
     /// Every record up to here has been handed to an actor.
     pub dispatched_through: u64,
-    /// First record of the append being dispatched whose rows come with its last record
-    /// ([`Payload::Covered`]).
-    pub covered_from: Option<u64>,
     pub metrics_teams: Arc<std::sync::atomic::AtomicUsize>,
     /// The segment collection running on a blocking thread, if any.
     pub gc_task: Option<tokio::task::JoinHandle<()>>,
@@ -162,36 +161,38 @@ impl Dispatcher {
                     self.send(std::mem::take(pending)).await;
                     self.flush_team(w.team, reply).await;
                 }
-                Payload::Covered => {
-                    // The append's entries are consecutive: its first one is the request's.
-                    self.covered_from.get_or_insert(w.seq);
-                }
+                // Its rows come with the append's last record.
+                Payload::Covered => {}
                 Payload::Event { rows, bytes } => {
-                    self.pend(w.team, Rows::Event(rows), w.seq, bytes, pending)
-                        .await;
+                    let logged = (Rows::Event(rows), w.seq, w.seq);
+                    self.pend(w.team, logged, bytes, pending).await;
                 }
-                Payload::Tables { tables, bytes } => {
-                    self.pend(w.team, Rows::Tables(tables), w.seq, bytes, pending)
-                        .await;
+                Payload::Tables {
+                    tables,
+                    bytes,
+                    records,
+                } => {
+                    // An append's records are numbered consecutively.
+                    let first = w.seq + 1 - records.max(1);
+                    let logged = (Rows::Tables(tables), first, w.seq);
+                    self.pend(w.team, logged, bytes, pending).await;
                 }
             }
         }
     }
 
-    /// Adds the rows of records up to `seq` (from the first [`Payload::Covered`] one before it)
-    /// to the team's pending events, or has a new actor rebuild them from the WAL.
+    /// Adds `rows` of records `first_seq..=seq` to the team's pending events, or has a new actor
+    /// rebuild them from the WAL.
     async fn pend(
         &mut self,
         team: TeamId,
-        rows: Rows,
-        seq: u64,
+        (rows, first_seq, seq): (Rows, u64, u64),
         bytes: u64,
         pending: &mut Vec<(TeamId, Vec<Logged>)>,
     ) {
-        let first_seq = self.covered_from.take().unwrap_or(seq);
         self.last_dispatched.insert(team.clone(), seq);
         self.dispatched_through = self.dispatched_through.max(seq);
-        self.ctx.progress.note_dispatched(&team, seq);
+        self.ctx.progress.note_dispatched(&team, first_seq, seq);
         if self.needs_rebuild.contains(&team) {
             // A new actor rebuilds everything up to and including this record from the WAL,
             // the team's records pending here included.

@@ -204,7 +204,6 @@ impl Ingest {
             // Nothing counts as dispatched until replay hands records over, so no segment
             // holding an unreplayed record can be deleted meanwhile.
             dispatched_through: 0,
-            covered_from: None,
             metrics_teams: active_teams.clone(),
             gc_task: None,
         };

@@ -44,15 +44,15 @@ impl Progress {
         });
     }
 
-    /// A record was handed to the team's actor: it is uncommitted from now on.
-    pub fn note_dispatched(&self, team: &TeamId, seq: u64) {
+    /// Records `first..=last` were handed to the team's actor: they are uncommitted from now on.
+    pub fn note_dispatched(&self, team: &TeamId, first: u64, last: u64) {
         let mut e = self
             .uncommitted
             .entry(team.clone())
-            .or_insert((Some(seq), seq));
-        e.1 = seq;
+            .or_insert((Some(first), last));
+        e.1 = last;
         if e.0.is_none() {
-            e.0 = Some(seq);
+            e.0 = Some(first);
         }
     }
 
@@ -130,8 +130,8 @@ mod tests {
     fn a_record_queued_behind_a_flush_keeps_the_team_uncommitted() {
         let p = Progress::default();
         let t = TeamId::from("t");
-        p.note_dispatched(&t, 5);
-        p.note_dispatched(&t, 9); // queued behind FlushDone(5)
+        p.note_dispatched(&t, 5, 5);
+        p.note_dispatched(&t, 9, 9); // queued behind FlushDone(5)
         p.set_oldest(&t, None, 5); // the actor has nothing buffered yet
         assert_eq!(p.min_uncommitted(), Some(6), "9 is still uncommitted");
         p.set_oldest(&t, Some(9), 5);

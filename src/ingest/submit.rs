@@ -251,7 +251,11 @@ impl Ingest {
         let mut plan = (items.len() >= bulk::MIN_EVENTS)
             .then(|| {
                 let rows: Vec<&EventRows> = items.iter().map(|(_, it)| &it.rows).collect();
-                bulk::build(&rows)
+                // The budget is taken and nothing releases it before the append: a panic in
+                // the builders must not escape here. The actor appends the events instead.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bulk::build(&rows)))
+                    .ok()
+                    .flatten()
             })
             .flatten();
         let mut rest = Vec::new();
@@ -287,6 +291,7 @@ impl Ingest {
                                 Payload::Tables {
                                     tables,
                                     bytes: total,
+                                    records: last as u64 + 1,
                                 },
                             )
                         }
