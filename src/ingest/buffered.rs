@@ -14,7 +14,8 @@
 //! growing over a whole flush's rows held up to twice their size and, at each doubling, copied
 //! them and freed the old block to the allocator. With chunks, only the open chunk has slack
 //! and the flush writes the chunks one after another, never joining them (BENCHMARKS.md, sixth
-//! session of 2026-11-26: peak RSS under batch load −30 to −100 MiB on every mix).
+//! session of 2026-11-26: no peak-RSS change measurable at the same load; the first figures,
+//! −30 to −100 MiB, compared against a system-allocator build and are discarded there).
 
 use arrow::record_batch::RecordBatch;
 
