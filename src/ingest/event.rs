@@ -7,7 +7,8 @@ use serde_json::Value as Json;
 use super::event_time::{EventTimes, TimeRule};
 use super::top_fields::Top;
 use crate::model::Invalid;
-use crate::model::flatten::{self, Names, RawObject, UNMAPPED};
+use crate::model::flatten::{self, Names, UNMAPPED};
+use crate::model::members::RawObject;
 use crate::model::naming;
 use crate::model::value::{Cell, Value};
 
@@ -280,9 +281,8 @@ pub(super) fn object_field<'a>(
     };
     match obj.get(field).map(|r| r.get()) {
         None | Some("null") => Ok(None),
-        Some(t) if t.starts_with('{') => serde_json::from_str(t)
-            .map(Some)
-            .map_err(|e| bad("invalid_json", field, e.to_string())),
+        // Accepted by the parser with the rest of the body.
+        Some(t) if t.starts_with('{') => Ok(Some(RawObject::of_valid(t))),
         Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
     }
 }

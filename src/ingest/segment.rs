@@ -15,7 +15,8 @@ use super::event::{
 use super::event_time::TimeRule;
 use super::top_fields::Top;
 use crate::model::Invalid;
-use crate::model::flatten::{Names, RawObject};
+use crate::model::flatten::Names;
+use crate::model::members::RawObject;
 use crate::model::value::{Cell, Value};
 
 /// A Segment call type.
@@ -234,12 +235,8 @@ fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObjec
     let Some((_, raw)) = context.and_then(|c| c.0.iter().find(|(k, _)| k == "traits")) else {
         return Ok(None);
     };
-    if !raw.get().starts_with('{') {
-        return Ok(None);
-    }
-    serde_json::from_str(raw.get())
-        .map(Some)
-        .map_err(|e| bad("invalid_json", "context.traits", e.to_string()))
+    // Accepted by the parser with the rest of the body.
+    Ok(raw.starts_with('{').then(|| RawObject::of_valid(raw)))
 }
 
 /// The message's context with the batch's keys it lacks (top-level keys only).
@@ -250,9 +247,7 @@ fn merged_context<'a>(
     let own = object_field(msg, "context")?;
     let shared: Option<RawObject<'a>> = match batch.map(RawValue::get) {
         None | Some("null") => None,
-        Some(t) if t.starts_with('{') => Some(
-            serde_json::from_str(t).map_err(|e| bad("invalid_json", "context", e.to_string()))?,
-        ),
+        Some(t) if t.starts_with('{') => Some(RawObject::of_valid(t)),
         Some(_) => {
             return Err(bad(
                 "invalid_context",

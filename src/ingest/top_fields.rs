@@ -9,7 +9,7 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::model::flatten::Key;
+use crate::model::members::Key;
 
 /// How many top-level fields the event and Segment rules read (the slots of [`known`]).
 const KNOWN: usize = 16;

@@ -9,12 +9,9 @@
 
 use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
-use std::fmt;
-
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
 
 use super::invalid::Invalid;
+use super::members::RawObject;
 use super::naming;
 use super::value::{Cell, Value};
 
@@ -22,58 +19,6 @@ use super::value::{Cell, Value};
 pub const MAX_FLATTEN_DEPTH: usize = 3;
 /// The column holding values that lost a name collision.
 pub const UNMAPPED: &str = "_unmapped";
-
-/// A JSON object's members with their values as sent: every member, duplicate keys included,
-/// sorted by the bytes of the key (stably, so duplicates keep their order). Keys without escapes
-/// are borrowed from the text.
-#[derive(Debug, Default)]
-pub struct RawObject<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
-
-/// An object key, borrowed from the JSON text when it has no escapes.
-pub struct Key<'a>(pub Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for RawObject<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Members;
-        impl<'de> Visitor<'de> for Members {
-            type Value = RawObject<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-                    out.push((k, v));
-                }
-                out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                Ok(RawObject(out))
-            }
-        }
-        d.deserialize_map(Members)
-    }
-}
 
 /// How flattened names are finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,11 +40,18 @@ pub type Losers<'a> = Vec<(Vec<String>, &'a str)>;
 /// One value on its way to a column.
 struct Candidate<'a> {
     column: String,
-    /// Index of the key path of the object it came from (in the `prefixes` of [`flatten`]).
-    prefix: usize,
+    /// The object it came from (an index into the `objects` of [`flatten`]).
+    object: usize,
     key: Cow<'a, str>,
     value: Value,
     raw: &'a str,
+}
+
+/// A nested object that candidates came from: the object it is a member of and its key there.
+/// Index 0 of `objects` is the object flattened, whose key path is the `path_prefix`.
+struct Object<'a> {
+    parent: usize,
+    key: Cow<'a, str>,
 }
 
 /// The cells of `obj` (column order: first appearance) and the losers of collisions, as
@@ -112,21 +64,32 @@ pub fn flatten<'a>(
     field: &str,
     names: Names,
 ) -> Result<(Vec<Cell>, Losers<'a>), Invalid> {
-    let mut found = Vec::new();
-    let mut prefixes: Vec<Vec<String>> = vec![path_prefix.iter().map(|p| p.to_string()).collect()];
+    let mut found = Vec::with_capacity(obj.0.len());
+    let mut objects = vec![Object {
+        parent: 0,
+        key: Cow::Borrowed(""),
+    }];
     collect(
         obj,
         raw_prefix,
-        (&mut prefixes, 0),
+        (&mut objects, 0),
         1,
         field,
         names,
         &mut found,
     )?;
+    // Built only for losers: the key path from the flattened object down to the value.
     let path_of = |c: &Candidate| {
-        let mut p = prefixes[c.prefix].clone();
-        p.push(c.key.to_string());
-        p
+        let mut keys = vec![c.key.to_string()];
+        let mut at = c.object;
+        while at != 0 {
+            keys.push(objects[at].key.to_string());
+            at = objects[at].parent;
+        }
+        let prefix = path_prefix.iter().map(|p| p.to_string());
+        prefix
+            .chain(keys.into_iter().rev())
+            .collect::<Vec<String>>()
     };
     // Which candidate takes each column (slots in order of first appearance) and which lose.
     // Few columns (most objects): a scan of the winners so far beats building a map.
@@ -176,53 +139,62 @@ pub fn flatten<'a>(
     Ok((cells, losers))
 }
 
+/// Where a value is, for an error message: `field`, the keys of the objects down to `object`,
+/// and `key`.
+fn field_path(field: &str, objects: &[Object], object: usize, key: &str) -> String {
+    let mut keys = vec![key];
+    let mut at = object;
+    while at != 0 {
+        keys.push(&objects[at].key);
+        at = objects[at].parent;
+    }
+    keys.push(field);
+    keys.reverse();
+    keys.join(".")
+}
+
 fn collect<'a>(
     obj: &RawObject<'a>,
     raw_prefix: &str,
-    (prefixes, prefix): (&mut Vec<Vec<String>>, usize),
+    (objects, object): (&mut Vec<Object<'a>>, usize),
     depth: usize,
     field: &str,
     names: Names,
     out: &mut Vec<Candidate<'a>>,
 ) -> Result<(), Invalid> {
-    // Built only when needed: error messages and nested objects.
-    let field_of = |key: &str| format!("{field}.{key}");
-    for (key, raw) in &obj.0 {
+    // The joined name of each member, in one buffer for all of them.
+    let mut joined = String::with_capacity(raw_prefix.len() + 32);
+    for (key, text) in &obj.0 {
         // A name normalises to nothing exactly when it has no ASCII letter or digit.
         if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
             return Err(Invalid::new(
                 "invalid_property_name",
                 format!("{key:?} has no letter or digit to make a column name from"),
             )
-            .field(field_of(key)));
+            .field(field_path(field, objects, object, key)));
         }
-        let joined = if raw_prefix.is_empty() {
-            Cow::Borrowed(key.as_ref())
-        } else {
-            let mut j = String::with_capacity(raw_prefix.len() + 1 + key.len());
-            j.push_str(raw_prefix);
-            j.push('_');
-            j.push_str(key);
-            Cow::Owned(j)
-        };
-        let text = raw.get();
+        joined.clear();
+        if !raw_prefix.is_empty() {
+            joined.push_str(raw_prefix);
+            joined.push('_');
+        }
+        joined.push_str(key);
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
-            let inner: RawObject<'a> = serde_json::from_str(text).map_err(|e| {
-                let f = field_of(key);
-                Invalid::new("invalid_json", format!("{f}: {e}")).field(f)
-            })?;
+            // The text was accepted by the parser with the rest of the body.
+            let inner = RawObject::of_valid(text);
             // An empty object has no keys to flatten: it is kept as `{}` under its own name.
             if !inner.0.is_empty() {
-                let mut path = prefixes[prefix].clone();
-                path.push(key.to_string());
-                prefixes.push(path);
-                let id = prefixes.len() - 1;
+                objects.push(Object {
+                    parent: object,
+                    key: key.clone(),
+                });
+                let id = objects.len() - 1;
                 collect(
                     &inner,
                     &joined,
-                    (&mut *prefixes, id),
+                    (&mut *objects, id),
                     depth + 1,
-                    &field_of(key),
+                    field,
                     names,
                     out,
                 )?;
@@ -231,13 +203,13 @@ fn collect<'a>(
         }
         let name = naming::normalize(&joined);
         let column = match names {
-            Names::Property => naming::property_column(&name),
-            Names::PropertyReserving(extra) => naming::property_column_reserving(&name, extra),
+            Names::Property => naming::property_column(name),
+            Names::PropertyReserving(extra) => naming::property_column_reserving(name, extra),
             Names::Plain => name,
         };
         out.push(Candidate {
             column,
-            prefix,
+            object,
             key: key.clone(),
             value: typed(text)?,
             raw: text,
@@ -341,7 +313,7 @@ pub fn unmapped_text(losers: &[(Vec<String>, &str)]) -> String {
 /// without the reserved-name prefixing (imported tables have no standard columns); collision
 /// losers go to `_unmapped`.
 pub fn object_cells(line: &str, path: &str) -> Result<Vec<Cell>, Invalid> {
-    let obj: RawObject = serde_json::from_str(line).map_err(|e| {
+    let obj = RawObject::parse(line).map_err(|e| {
         if e.is_data() {
             Invalid::new("invalid_body", "not a JSON object")
         } else {
@@ -361,7 +333,7 @@ mod tests {
     use crate::model::value::Name;
 
     fn cells(json: &str) -> (Vec<Cell>, String) {
-        let obj: RawObject = serde_json::from_str(json).unwrap();
+        let obj = RawObject::parse(json).unwrap();
         let (cells, losers) = flatten(&obj, "", &[], "properties", Names::Property).unwrap();
         (cells, unmapped_text(&losers))
     }
@@ -408,6 +380,17 @@ mod tests {
                 (Name::from("z"), Value::Int(0))
             ]
         );
+    }
+
+    #[test]
+    fn a_bad_name_is_reported_at_its_path() {
+        let obj = RawObject::parse(r#"{"a":{"ok":1,"b":{"c":{"!!":1},"?":2}}}"#).unwrap();
+        let e = flatten(&obj, "", &[], "properties", Names::Property).unwrap_err();
+        assert_eq!(e.code, "invalid_property_name");
+        assert_eq!(e.field.as_deref(), Some("properties.a.b.?"));
+        let obj = RawObject::parse(r#"{"page":{"%":1}}"#).unwrap();
+        let e = flatten(&obj, "context", &["context"], "context", Names::Plain).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("context.page.%"));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The ground floor: what every layer may use and what imports nothing of the crate above it.
 //! Ids ([`ids`]), time values ([`time`]), the row model ([`value`]: a typed `Value`, a named
-//! `Cell`) and how a JSON object becomes typed cells ([`flatten`]), warehouse names
+//! `Cell`), an object's members as sent ([`members`]) and how a JSON object becomes typed cells ([`flatten`]), warehouse names
 //! ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
 //! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused by a rule ([`invalid`]), and the rows a writer lends to fresh reads
 //! ([`fresh`]). Ingest, download, the
@@ -12,6 +12,7 @@ pub mod flatten;
 pub mod fresh;
 pub mod ids;
 pub mod invalid;
+pub mod members;
 pub mod naming;
 pub mod schema;
 pub mod text;

@@ -120,21 +120,21 @@ pub fn event_table(event: &str) -> Option<String> {
 
 /// The column a property is stored in: names that collide with a standard column (or the
 /// `context_` namespace) get a `property_` prefix.
-pub fn property_column(normalized: &str) -> String {
+pub fn property_column(normalized: String) -> String {
     property_column_reserving(normalized, &[])
 }
 
 /// [`property_column`] for a table whose standard columns include `extra` too (`name` of
 /// `pages`, `group_id` of `groups`, …).
-pub fn property_column_reserving(normalized: &str, extra: &[&str]) -> String {
-    if STANDARD_COLUMNS.contains(&normalized)
-        || extra.contains(&normalized)
+pub fn property_column_reserving(normalized: String, extra: &[&str]) -> String {
+    if STANDARD_COLUMNS.contains(&normalized.as_str())
+        || extra.contains(&normalized.as_str())
         || normalized.starts_with("context_")
     {
         // Normalising again only cuts at the limit without leaving a trailing `_`.
         normalize(&format!("property_{normalized}"))
     } else {
-        normalized.to_string()
+        normalized
     }
 }
 
@@ -159,11 +159,11 @@ mod tests {
     fn reserved_names() {
         assert_eq!(event_table("Tracks").as_deref(), Some("tracks_event"));
         assert_eq!(event_table("???"), None);
-        assert_eq!(property_column("timestamp"), "property_timestamp");
-        assert_eq!(property_column("context_ip"), "property_context_ip");
-        assert_eq!(property_column("revenue"), "revenue");
+        assert_eq!(property_column("timestamp".into()), "property_timestamp");
+        assert_eq!(property_column("context_ip".into()), "property_context_ip");
+        assert_eq!(property_column("revenue".into()), "revenue");
         let long = format!("context_{}_b", "a".repeat(110));
-        assert!(!property_column(&long).ends_with('_'));
-        assert!(property_column(&long).len() <= MAX_NAME_LEN);
+        assert!(!property_column(long.clone()).ends_with('_'));
+        assert!(property_column(long.clone()).len() <= MAX_NAME_LEN);
     }
 }
