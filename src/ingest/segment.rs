@@ -284,22 +284,24 @@ struct Envelope<'a> {
     message: &'a RawValue,
 }
 
-/// The WAL record body of an accepted message.
-pub fn envelope(call: Call, shared: Shared, message: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(message.len() + 64);
+/// The WAL record body of an accepted message, appended to `out` (a request's messages share
+/// one buffer).
+pub fn envelope_into(out: &mut Vec<u8>, call: Call, shared: Shared, message: &str) {
     out.extend_from_slice(br#"{"call":""#);
     out.extend_from_slice(call.name().as_bytes());
     out.push(b'"');
-    for (key, v) in [("context", shared.context), ("sentAt", shared.sent_at)] {
+    for (key, v) in [
+        (&br#","context":"#[..], shared.context),
+        (br#","sentAt":"#, shared.sent_at),
+    ] {
         if let Some(v) = v {
-            out.extend_from_slice(format!(r#","{key}":"#).as_bytes());
+            out.extend_from_slice(key);
             out.extend_from_slice(v.get().as_bytes());
         }
     }
     out.extend_from_slice(br#","message":"#);
     out.extend_from_slice(message.as_bytes());
     out.push(b'}');
-    out
 }
 
 /// Rebuilds a message's rows from its WAL envelope, with its original receive time and id.
@@ -341,7 +343,8 @@ mod tests {
         ] {
             let msg: Top = serde_json::from_str(text).unwrap();
             let (call, rows) = parse_message(&msg, None, shared, received, 1000, None).unwrap();
-            let body = envelope(call, shared, text);
+            let mut body = Vec::new();
+            envelope_into(&mut body, call, shared, text);
             let again = replay_message(&body, received.timestamp_micros(), &rows.id).unwrap();
             assert_eq!(
                 (
