@@ -17,7 +17,7 @@ use super::AppState;
 use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use crate::http::error::ApiError;
-use crate::ingest::segment::{Call, Shared, envelope_into, parse_message};
+use crate::ingest::segment::{Call, Shared, envelope, parse_message};
 use crate::ingest::submit::Item;
 use crate::ingest::top_fields::Top;
 use crate::wal::record::FLAG_SEGMENT;
@@ -141,13 +141,8 @@ async fn accept(
     };
     let wait = wait_header(headers)?;
     let max_columns = state.config.limits.columns_per_table;
-    let mut parsed_rows = Vec::with_capacity(messages.list.len());
+    let mut items = Vec::with_capacity(messages.list.len());
     let mut errors = Vec::new();
-    // The WAL record bodies of all the messages, in one buffer: one allocation a request, and
-    // the WAL writer's drops of the bodies are reference counts, not frees of memory another
-    // thread allocated.
-    let envelope_len = shared + 48; // `{"call":…,"context":…,"sentAt":…,"message":…}`
-    let mut bodies = Vec::with_capacity(messages.list.iter().map(|t| t.len() + envelope_len).sum());
     for (i, text) in messages.list.iter().enumerate() {
         let parsed = serde_json::from_str::<Top>(text)
             .map_err(|e| {
@@ -162,11 +157,11 @@ async fn accept(
                     .map_err(ApiError::from)
             });
         match parsed {
-            Ok((c, rows)) => {
-                let start = bodies.len();
-                envelope_into(&mut bodies, c, messages.shared, text);
-                parsed_rows.push((rows, start..bodies.len()));
-            }
+            Ok((c, rows)) => items.push(Item {
+                rows,
+                body: Bytes::from(envelope(c, messages.shared, text)),
+                flags: FLAG_SEGMENT,
+            }),
             Err(e) if call.is_some() => return Err(e),
             Err(e) => errors.push(item_error(i, &e)),
         }
@@ -174,15 +169,6 @@ async fn accept(
     if !errors.is_empty() {
         return Err(invalid_batch(errors));
     }
-    let bodies = Bytes::from(bodies);
-    let items: Vec<Item> = parsed_rows
-        .into_iter()
-        .map(|(rows, body)| Item {
-            rows,
-            body: bodies.slice(body),
-            flags: FLAG_SEGMENT,
-        })
-        .collect();
     // The answer is written now, while the ids are at hand (the events move into the WAL);
     // built by hand so `success` comes first, as SPEC §2.1 shows it.
     let answer = answer(call, &items);

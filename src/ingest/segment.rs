@@ -284,22 +284,49 @@ struct Envelope<'a> {
     message: &'a RawValue,
 }
 
-/// The WAL record body of an accepted message, appended to `out` (a request's messages share
-/// one buffer).
-pub fn envelope_into(out: &mut Vec<u8>, call: Call, shared: Shared, message: &str) {
-    out.extend_from_slice(br#"{"call":""#);
+/// The WAL record body of an accepted message: exactly [`envelope_len`] bytes, so that a
+/// `Bytes` made of it is one allocation.
+pub fn envelope(call: Call, shared: Shared, message: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(envelope_len(call, shared, message));
+    envelope_into(&mut out, call, shared, message);
+    debug_assert_eq!(out.len(), out.capacity());
+    out
+}
+
+/// The length of [`envelope`].
+fn envelope_len(call: Call, shared: Shared, message: &str) -> usize {
+    let context = shared
+        .context
+        .map_or(0, |v| CONTEXT_KEY.len() + v.get().len());
+    let sent_at = shared
+        .sent_at
+        .map_or(0, |v| SENT_AT_KEY.len() + v.get().len());
+    CALL_KEY.len()
+        + call.name().len()
+        + 1
+        + context
+        + sent_at
+        + MESSAGE_KEY.len()
+        + message.len()
+        + 1
+}
+
+const CALL_KEY: &[u8] = br#"{"call":""#;
+const CONTEXT_KEY: &[u8] = br#","context":"#;
+const SENT_AT_KEY: &[u8] = br#","sentAt":"#;
+const MESSAGE_KEY: &[u8] = br#","message":"#;
+
+fn envelope_into(out: &mut Vec<u8>, call: Call, shared: Shared, message: &str) {
+    out.extend_from_slice(CALL_KEY);
     out.extend_from_slice(call.name().as_bytes());
     out.push(b'"');
-    for (key, v) in [
-        (&br#","context":"#[..], shared.context),
-        (br#","sentAt":"#, shared.sent_at),
-    ] {
+    for (key, v) in [(CONTEXT_KEY, shared.context), (SENT_AT_KEY, shared.sent_at)] {
         if let Some(v) = v {
             out.extend_from_slice(key);
             out.extend_from_slice(v.get().as_bytes());
         }
     }
-    out.extend_from_slice(br#","message":"#);
+    out.extend_from_slice(MESSAGE_KEY);
     out.extend_from_slice(message.as_bytes());
     out.push(b'}');
 }
@@ -343,8 +370,7 @@ mod tests {
         ] {
             let msg: Top = serde_json::from_str(text).unwrap();
             let (call, rows) = parse_message(&msg, None, shared, received, 1000, None).unwrap();
-            let mut body = Vec::new();
-            envelope_into(&mut body, call, shared, text);
+            let body = envelope(call, shared, text);
             let again = replay_message(&body, received.timestamp_micros(), &rows.id).unwrap();
             assert_eq!(
                 (
