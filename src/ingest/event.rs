@@ -282,7 +282,9 @@ pub(super) fn object_field<'a>(
     match obj.get(field).map(|r| r.get()) {
         None | Some("null") => Ok(None),
         // Accepted by the parser with the rest of the body.
-        Some(t) if t.starts_with('{') => Ok(Some(RawObject::of_valid(t))),
+        Some(t) if t.starts_with('{') => RawObject::of_valid(t)
+            .map(Some)
+            .map_err(|e| bad("invalid_json", field, e.to_string())),
         Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
     }
 }
@@ -485,6 +487,11 @@ mod tests {
             code(r#"{"event":"e","properties":{"!!":1}}"#),
             "invalid_property_name"
         );
+        // A lone surrogate in a key, which a raw value lets through, at any depth.
+        for props in [r#"{"a":1,"\ud800":2,"b":3}"#, r#"{"o":{"\udc00":1}}"#] {
+            let body = format!(r#"{{"event":"e","properties":{props}}}"#);
+            assert_eq!(code(&body), "invalid_json", "{body}");
+        }
         assert_eq!(code(r#"{"event":"e","userId":{}}"#), "invalid_field");
         assert_eq!(
             code(&format!(

@@ -236,7 +236,12 @@ fn context_traits<'a>(context: Option<&RawObject<'a>>) -> Result<Option<RawObjec
         return Ok(None);
     };
     // Accepted by the parser with the rest of the body.
-    Ok(raw.starts_with('{').then(|| RawObject::of_valid(raw)))
+    if !raw.starts_with('{') {
+        return Ok(None);
+    }
+    RawObject::of_valid(raw)
+        .map(Some)
+        .map_err(|e| bad("invalid_json", "context.traits", e.to_string()))
 }
 
 /// The message's context with the batch's keys it lacks (top-level keys only).
@@ -247,7 +252,9 @@ fn merged_context<'a>(
     let own = object_field(msg, "context")?;
     let shared: Option<RawObject<'a>> = match batch.map(RawValue::get) {
         None | Some("null") => None,
-        Some(t) if t.starts_with('{') => Some(RawObject::of_valid(t)),
+        Some(t) if t.starts_with('{') => Some(
+            RawObject::of_valid(t).map_err(|e| bad("invalid_json", "context", e.to_string()))?,
+        ),
         Some(_) => {
             return Err(bad(
                 "invalid_context",

@@ -181,7 +181,10 @@ fn collect<'a>(
         joined.push_str(key);
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
             // The text was accepted by the parser with the rest of the body.
-            let inner = RawObject::of_valid(text);
+            let inner = RawObject::of_valid(text).map_err(|e| {
+                let f = field_path(field, objects, object, key);
+                Invalid::new("invalid_json", format!("{f}: {e}")).field(f)
+            })?;
             // An empty object has no keys to flatten: it is kept as `{}` under its own name.
             if !inner.0.is_empty() {
                 objects.push(Object {

@@ -17,20 +17,22 @@ pub struct RawObject<'a>(pub Vec<(Cow<'a, str>, &'a str)>);
 
 impl<'a> RawObject<'a> {
     /// The members of `text`, the JSON text of an object that a JSON parser has accepted (a
-    /// `RawValue`'s text starting with `{`). Text that is not one reads as the members found
-    /// before what could not be read (the walk never panics).
-    pub fn of_valid(text: &'a str) -> RawObject<'a> {
+    /// `RawValue`'s text starting with `{`). `Err` for a key with an escape that is not a
+    /// character (a lone surrogate such as `\ud800`: a `RawValue` passes it, a key cannot be
+    /// it). Text a parser would refuse reads as the members found before what could not be
+    /// read; the walk never panics.
+    pub fn of_valid(text: &'a str) -> Result<RawObject<'a>, serde_json::Error> {
         let mut out = Vec::with_capacity(8);
         let mut walk = Walk { text, at: 0 };
         walk.ws();
         if walk.byte() == Some(b'{') {
             walk.at += 1;
-            while let Some(member) = walk.member() {
+            while let Some(member) = walk.member()? {
                 out.push(member);
             }
         }
         out.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        RawObject(out)
+        Ok(RawObject(out))
     }
 
     /// The members of `text` if it is one JSON object; `Err` says why not, as the parser does
@@ -42,7 +44,7 @@ impl<'a> RawObject<'a> {
                 "expected a JSON object",
             ));
         }
-        Ok(RawObject::of_valid(raw.get()))
+        RawObject::of_valid(raw.get())
     }
 }
 
@@ -65,8 +67,23 @@ impl<'a> Walk<'a> {
     }
 
     /// The next member of the object the cursor is in, and the cursor past it (and its comma);
-    /// `None` at the object's end.
-    fn member(&mut self) -> Option<(Cow<'a, str>, &'a str)> {
+    /// `None` at the object's end; `Err` for a key that is not a string of characters.
+    #[allow(clippy::type_complexity)]
+    fn member(&mut self) -> Result<Option<(Cow<'a, str>, &'a str)>, serde_json::Error> {
+        let Some((key, escaped)) = self.key() else {
+            return Ok(None);
+        };
+        let key = if escaped {
+            Cow::Owned(serde_json::from_str::<String>(key)?)
+        } else {
+            Cow::Borrowed(&key[1..key.len() - 1])
+        };
+        Ok(self.value().map(|value| (key, value)))
+    }
+
+    /// The next key as sent, quotes included, and whether it has escapes; `None` at the
+    /// object's end.
+    fn key(&mut self) -> Option<(&'a str, bool)> {
         self.ws();
         if self.byte() != Some(b'"') {
             return None; // `}` (or text a parser would not have accepted)
@@ -74,12 +91,12 @@ impl<'a> Walk<'a> {
         let start = self.at;
         let (end, escaped) = string_end(self.text.as_bytes(), start)?;
         let quoted = self.text.get(start..end)?;
-        let key = if escaped {
-            Cow::Owned(serde_json::from_str::<String>(quoted).ok()?)
-        } else {
-            Cow::Borrowed(&quoted[1..quoted.len() - 1])
-        };
         self.at = end;
+        Some((quoted, escaped))
+    }
+
+    /// The value after a key, and the cursor past it (and its comma).
+    fn value(&mut self) -> Option<&'a str> {
         self.ws();
         if self.byte() != Some(b':') {
             return None;
@@ -94,7 +111,7 @@ impl<'a> Walk<'a> {
         if self.byte() == Some(b',') {
             self.at += 1;
         }
-        Some((key, value))
+        Some(value)
     }
 }
 
@@ -216,6 +233,7 @@ mod tests {
 
     fn walked(text: &str) -> Vec<(String, String)> {
         RawObject::of_valid(text)
+            .unwrap()
             .0
             .into_iter()
             .map(|(k, v)| (k.into_owned(), v.to_string()))
@@ -254,6 +272,11 @@ mod tests {
             "{\"a\":{\"b\":[}",
         ] {
             let _ = RawObject::of_valid(text);
+        }
+        // A lone surrogate passes as a value's text but cannot be a key: refused, not cut off.
+        for text in [r#"{"a":1,"\ud800":2,"b":3}"#, r#"{"\udc00":1}"#] {
+            let raw: &RawValue = serde_json::from_str(text).unwrap();
+            assert!(RawObject::of_valid(raw.get()).is_err(), "{text}");
         }
         assert!(RawObject::parse("[1]").unwrap_err().is_data());
         assert!(!RawObject::parse("{").unwrap_err().is_data());
