@@ -80,16 +80,9 @@ pub fn flatten<'a>(
     )?;
     // Built only for losers: the key path from the flattened object down to the value.
     let path_of = |c: &Candidate| {
-        let mut keys = vec![c.key.to_string()];
-        let mut at = c.object;
-        while at != 0 {
-            keys.push(objects[at].key.to_string());
-            at = objects[at].parent;
-        }
-        let prefix = path_prefix.iter().map(|p| p.to_string());
-        prefix
-            .chain(keys.into_iter().rev())
-            .collect::<Vec<String>>()
+        let down = keys_to(&objects, c.object).into_iter();
+        let path = path_prefix.iter().copied().chain(down).chain([&*c.key]);
+        path.map(str::to_string).collect::<Vec<String>>()
     };
     // Which candidate takes each column (slots in order of first appearance) and which lose.
     // Few columns (most objects): a scan of the winners so far beats building a map.
@@ -142,15 +135,22 @@ pub fn flatten<'a>(
 /// Where a value is, for an error message: `field`, the keys of the objects down to `object`,
 /// and `key`.
 fn field_path(field: &str, objects: &[Object], object: usize, key: &str) -> String {
-    let mut keys = vec![key];
+    let mut path = vec![field];
+    path.extend(keys_to(objects, object));
+    path.push(key);
+    path.join(".")
+}
+
+/// The keys from the flattened object down to `object`, the nested object at that index.
+fn keys_to<'s>(objects: &'s [Object], object: usize) -> Vec<&'s str> {
+    let mut keys = Vec::new();
     let mut at = object;
     while at != 0 {
-        keys.push(&objects[at].key);
+        keys.push(&*objects[at].key);
         at = objects[at].parent;
     }
-    keys.push(field);
     keys.reverse();
-    keys.join(".")
+    keys
 }
 
 fn collect<'a>(
