@@ -191,13 +191,20 @@ async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
                 .as_u16()
         }
     });
+    let started = std::time::Instant::now();
     let statuses = futures::future::join_all(guesses).await;
+    // The 5th attempt locks the account for 1 s, each later one for twice as long: a burst
+    // that takes over a second to arrive (a loaded box) has one more attempt due after 1 s,
+    // another after 3 s… as one by one would (the same rule as hardening::signin).
+    let took = started.elapsed().as_secs_f64();
+    let due_late = (took + 1.0).log2().floor() as usize;
     let checked = statuses.iter().filter(|s| **s == 401 || **s == 200).count();
     let throttled = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!(checked + throttled, 41, "{statuses:?}");
     assert!(
-        checked <= 5,
-        "{checked} attempts were checked across three nodes; the limit is 5: {statuses:?}"
+        checked <= 5 + due_late,
+        "{checked} attempts were checked across three nodes in {took:.2} s; the limit is 5 \
+         (+{due_late} for the time the burst took): {statuses:?}"
     );
 }
 
