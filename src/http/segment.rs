@@ -8,7 +8,6 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -17,10 +16,10 @@ use super::AppState;
 use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use crate::http::error::ApiError;
-use crate::ingest::segment::{Call, Shared, envelope, parse_message};
+use crate::ingest::logged::logged;
+use crate::ingest::segment::{Call, Shared, parse_message};
 use crate::ingest::submit::Item;
 use crate::ingest::top_fields::Top;
-use crate::wal::record::FLAG_SEGMENT;
 
 /// `POST /v1/batch`.
 pub async fn post_batch(
@@ -157,11 +156,14 @@ async fn accept(
                     .map_err(ApiError::from)
             });
         match parsed {
-            Ok((c, rows)) => items.push(Item {
-                rows,
-                body: Bytes::from(envelope(c, messages.shared, text)),
-                flags: FLAG_SEGMENT,
-            }),
+            Ok((c, rows)) => {
+                let record = logged(c, messages.shared, &body, text);
+                items.push(Item {
+                    rows,
+                    body: record.body,
+                    flags: record.flags,
+                })
+            }
             Err(e) if call.is_some() => return Err(e),
             Err(e) => errors.push(item_error(i, &e)),
         }

@@ -19,6 +19,7 @@ pub mod event;
 pub mod event_time;
 pub mod flush;
 pub mod limits;
+pub mod logged;
 pub mod progress;
 pub mod replay;
 pub mod segment;

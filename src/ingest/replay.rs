@@ -11,7 +11,7 @@ use crate::wal::{Record, segment};
 /// Rebuilds an event from its record, or explains why it cannot be (logged by the caller).
 pub fn rows_of(record: &Record) -> Result<EventRows, String> {
     if record.flags & crate::wal::record::FLAG_SEGMENT != 0 {
-        super::segment::replay_message(&record.body, record.received_at, &record.id)
+        super::logged::replay_message(&record.body, record.flags, record.received_at, &record.id)
     } else {
         replay_event(&record.body, record.received_at, &record.id)
     }

@@ -2,10 +2,9 @@
 //! Segment validates, the batch's shared `context` and `sentAt`, clock-skew correction (by
 //! [`super::event_time`]), and the per-call tables (`tracks` + `<event>`, `identifies`,
 //! `pages`, `screens`, `groups`, `aliases`).
-//! Also the WAL envelope of a message, so replay rebuilds exactly what was accepted.
+//! What the WAL keeps of a message, and replay from it, is [`super::logged`].
 
 use chrono::{DateTime, Utc};
-use serde::Deserialize;
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
@@ -278,124 +277,9 @@ fn merged_context<'a>(
     })
 }
 
-/// What the WAL keeps of a message: the call, what the batch shared, and the message as sent.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow)]
-    call: &'a str,
-    #[serde(borrow, default)]
-    context: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "sentAt")]
-    sent_at: Option<&'a RawValue>,
-    #[serde(borrow)]
-    message: &'a RawValue,
-}
-
-/// The WAL record body of an accepted message: exactly [`envelope_len`] bytes, so that a
-/// `Bytes` made of it is one allocation.
-pub fn envelope(call: Call, shared: Shared, message: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(envelope_len(call, shared, message));
-    envelope_into(&mut out, call, shared, message);
-    debug_assert_eq!(out.len(), out.capacity());
-    out
-}
-
-/// The length of [`envelope`].
-fn envelope_len(call: Call, shared: Shared, message: &str) -> usize {
-    let context = shared
-        .context
-        .map_or(0, |v| CONTEXT_KEY.len() + v.get().len());
-    let sent_at = shared
-        .sent_at
-        .map_or(0, |v| SENT_AT_KEY.len() + v.get().len());
-    CALL_KEY.len()
-        + call.name().len()
-        + 1
-        + context
-        + sent_at
-        + MESSAGE_KEY.len()
-        + message.len()
-        + 1
-}
-
-const CALL_KEY: &[u8] = br#"{"call":""#;
-const CONTEXT_KEY: &[u8] = br#","context":"#;
-const SENT_AT_KEY: &[u8] = br#","sentAt":"#;
-const MESSAGE_KEY: &[u8] = br#","message":"#;
-
-fn envelope_into(out: &mut Vec<u8>, call: Call, shared: Shared, message: &str) {
-    out.extend_from_slice(CALL_KEY);
-    out.extend_from_slice(call.name().as_bytes());
-    out.push(b'"');
-    for (key, v) in [(CONTEXT_KEY, shared.context), (SENT_AT_KEY, shared.sent_at)] {
-        if let Some(v) = v {
-            out.extend_from_slice(key);
-            out.extend_from_slice(v.get().as_bytes());
-        }
-    }
-    out.extend_from_slice(MESSAGE_KEY);
-    out.extend_from_slice(message.as_bytes());
-    out.push(b'}');
-}
-
-/// Rebuilds a message's rows from its WAL envelope, with its original receive time and id.
-pub fn replay_message(body: &[u8], received_at_us: i64, id: &str) -> Result<EventRows, Invalid> {
-    let received_at = DateTime::from_timestamp_micros(received_at_us)
-        .ok_or_else(|| Invalid::new("invalid_timestamp", "receive time out of range"))?;
-    let env: Envelope =
-        serde_json::from_slice(body).map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
-    let call = Call::from_type(env.call)
-        .ok_or_else(|| Invalid::new("unsupported_type", env.call.to_string()))?;
-    let msg: Top = serde_json::from_str(env.message.get())
-        .map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
-    let shared = Shared {
-        context: env.context,
-        sent_at: env.sent_at,
-    };
-    parse_message(&msg, Some(call), shared, received_at, usize::MAX, Some(id)).map(|(_, r)| r)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn replay_from_the_envelope_rebuilds_the_same_rows() {
-        let ctx =
-            RawValue::from_string(r#"{"ip":"1.2.3.4","library":{"name":"x"}}"#.into()).unwrap();
-        let sent = RawValue::from_string(r#""2026-01-01T00:00:10Z""#.into()).unwrap();
-        let shared = Shared {
-            context: Some(&ctx),
-            sent_at: Some(&sent),
-        };
-        let received = DateTime::from_timestamp_micros(1_800_000_000_000_000).unwrap();
-        for text in [
-            r#"{"type":"identify","userId":"u","traits":{"a":1,"id":2},"timestamp":"2026-01-01T00:00:00Z","context":{"ip":"9.9.9.9"}}"#,
-            r#"{"type":"page","anonymousId":"a","name":"Home","properties":{"name":"x","n":1.5}}"#,
-            r#"{"type":"event","event":"Groups","userId":7,"properties":{"big":12345678901234567890}}"#,
-            r#"{"type":"alias","userId":"u","previousId":"p","messageId":"m"}"#,
-        ] {
-            let msg: Top = serde_json::from_str(text).unwrap();
-            let (call, rows) = parse_message(&msg, None, shared, received, 1000, None).unwrap();
-            let body = envelope(call, shared, text);
-            let again = replay_message(&body, received.timestamp_micros(), &rows.id).unwrap();
-            assert_eq!(
-                (
-                    again.table.as_str(),
-                    &again.standard,
-                    &again.properties,
-                    again.tracks
-                ),
-                (
-                    rows.table.as_str(),
-                    &rows.standard,
-                    &rows.properties,
-                    rows.tracks
-                ),
-                "{text}"
-            );
-        }
-    }
 
     #[test]
     fn skew_correction_and_call_tables() {

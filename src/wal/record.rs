@@ -10,9 +10,12 @@ use crate::model::TeamId;
 pub const HEADER: usize = 8;
 /// Flag: the id came from the client's `messageId` (so it takes part in dedup).
 pub const FLAG_CLIENT_ID: u8 = 1;
-/// Flag: the body is a Segment message envelope (`ingest::segment::envelope`), not a
-/// `/v1/event` body.
+/// Flag: the body is a Segment message or its envelope (`ingest::logged`), not a `/v1/event`
+/// body.
 pub const FLAG_SEGMENT: u8 = 2;
+/// Flag, with [`FLAG_SEGMENT`]: the body is the message as sent, with nothing a batch shared,
+/// and the call is in bits 3–5 of the flags (`ingest::logged` owns their meaning).
+pub const FLAG_SEGMENT_RAW: u8 = 4;
 /// Flag on an append request (never written): an ordering marker passed to the consumer after
 /// every entry queued before it, without a record or a sequence number.
 pub const FLAG_MARKER: u8 = 0x80;
@@ -24,7 +27,8 @@ const MAX_PAYLOAD: usize = 64 << 20;
 pub struct Record {
     /// Monotonically increasing across the whole WAL.
     pub seq: u64,
-    /// [`FLAG_CLIENT_ID`] and future flags.
+    /// [`FLAG_CLIENT_ID`], [`FLAG_SEGMENT`], [`FLAG_SEGMENT_RAW`] (with a Segment call in bits
+    /// 3–5).
     pub flags: u8,
     /// Server receive time, µs since the epoch (replay must not change it).
     pub received_at: i64,
