@@ -211,7 +211,7 @@ async fn kill_9_during_batches_loses_and_duplicates_nothing() {
     for row in tracks["data"].as_array().unwrap() {
         let id = row["id"].as_str().unwrap();
         let n: u64 = id.split('-').nth(2).unwrap().parse().unwrap();
-        let expected = if n % 3 == 0 {
+        let expected = if n.is_multiple_of(3) {
             json!("10.1.2.3")
         } else {
             Value::Null

@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -96,7 +97,7 @@ async fn accept(
     } else {
         ingest.max_body.0
     } as usize;
-    let body = read_limited(headers, body, limit).await?;
+    let body = own_buffer(read_limited(headers, body, limit).await?);
     let messages = if call.is_some() {
         single(&body)?
     } else if ndjson {
@@ -233,6 +234,19 @@ fn answer(call: Option<Call>, items: &[Item]) -> Vec<u8> {
     out
 }
 
+/// The request body as its messages' WAL records hold it: they are slices of it
+/// ([`logged`]) and keep its buffer alive until written, so a body that shares its buffer (a
+/// small body is a slice of the connection's read buffer) or leaves most of it unused (a gzip
+/// body's room to grow) is copied once into a buffer of its own size. The records never keep
+/// more than twice the body.
+fn own_buffer(body: Bytes) -> Bytes {
+    match body.try_into_mut() {
+        Ok(buf) if buf.capacity() <= 2 * buf.len() => buf.freeze(),
+        Ok(buf) => Bytes::copy_from_slice(&buf),
+        Err(shared) => Bytes::copy_from_slice(&shared),
+    }
+}
+
 /// Whether a batch is labelled NDJSON (one message per line); any other label, or none, is
 /// read as JSON.
 fn is_ndjson(headers: &HeaderMap) -> bool {
@@ -352,4 +366,57 @@ fn invalid_batch(errors: Vec<serde_json::Value>) -> ApiError {
     );
     e.errors = Some(Box::new(errors));
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::record::FLAG_SEGMENT_RAW;
+
+    #[test]
+    fn every_form_of_body_lends_its_messages_to_the_records() {
+        let ndjson = Bytes::from(
+            "{\"type\":\"track\",\"event\":\"a\",\"userId\":\"u\"}\r\n\n{\"type\":\"identify\",\"userId\":\"u\"}\n",
+        );
+        let json_batch = Bytes::from(
+            r#"{"batch":[{"type":"track","event":"a","userId":"u"},{"type":"page","userId":"u"}]}"#,
+        );
+        let one_call = Bytes::from(r#"{"userId":"u","event":"a","writeKey":"k"}"#);
+        let forms = [
+            (&ndjson, lines(&ndjson).ok().unwrap()),
+            (&json_batch, batch(&json_batch).ok().unwrap()),
+            (&one_call, single(&one_call).ok().unwrap()),
+        ];
+        for (body, messages) in forms {
+            assert!(!messages.list.is_empty());
+            for text in messages.list {
+                let record = logged(Call::Track, messages.shared, body, text);
+                assert_ne!(record.flags & FLAG_SEGMENT_RAW, 0, "sliced: {text}");
+                assert_eq!(&record.body[..], text.as_bytes());
+            }
+        }
+    }
+
+    #[test]
+    fn a_body_keeps_no_buffer_larger_than_twice_itself() {
+        // Exact: kept as it is.
+        let exact = Bytes::from(vec![b'x'; 1000]);
+        let at = exact.as_ptr();
+        assert_eq!(own_buffer(exact).as_ptr(), at);
+        // A slice of a larger buffer that lives on (the connection's read buffer): copied.
+        let read_buffer = Bytes::from(vec![b'y'; 64 << 10]);
+        let body = read_buffer.slice(100..1100);
+        let owned = own_buffer(body.clone());
+        assert_ne!(owned.as_ptr(), body.as_ptr());
+        assert_eq!(owned, body);
+        assert!(owned.is_unique());
+        // Most of its room unused (a gzip body's): copied.
+        let mut roomy = Vec::with_capacity(4000);
+        roomy.extend_from_slice(&[b'z'; 1000]);
+        let roomy = Bytes::from(roomy);
+        let at = roomy.as_ptr();
+        let owned = own_buffer(roomy);
+        assert_ne!(owned.as_ptr(), at);
+        assert_eq!(&owned[..], &[b'z'; 1000][..]);
+    }
 }
