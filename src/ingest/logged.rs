@@ -124,59 +124,48 @@ pub fn replay_message(
 ) -> Result<EventRows, Invalid> {
     let received_at = DateTime::from_timestamp_micros(received_at_us)
         .ok_or_else(|| Invalid::new("invalid_timestamp", "receive time out of range"))?;
-    if flags & FLAG_SEGMENT_RAW != 0 {
+    let (call, message, shared) = if flags & FLAG_SEGMENT_RAW != 0 {
         let code = (flags & CALL_MASK) >> CALL_SHIFT;
         let call = from_code(code)
             .ok_or_else(|| Invalid::new("unsupported_type", format!("call number {code}")))?;
-        let msg: Top = serde_json::from_slice(body)
+        (call, body, Shared::default())
+    } else {
+        let env: Envelope = serde_json::from_slice(body)
             .map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
-        return parse_message(
-            &msg,
-            Some(call),
-            Shared::default(),
-            received_at,
-            usize::MAX,
-            Some(id),
-        )
-        .map(|(_, r)| r);
-    }
-    let env: Envelope =
-        serde_json::from_slice(body).map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
-    let call = Call::from_type(env.call)
-        .ok_or_else(|| Invalid::new("unsupported_type", env.call.to_string()))?;
-    let msg: Top = serde_json::from_str(env.message.get())
-        .map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
-    let shared = Shared {
-        context: env.context,
-        sent_at: env.sent_at,
+        let call = Call::from_type(env.call)
+            .ok_or_else(|| Invalid::new("unsupported_type", env.call.to_string()))?;
+        let shared = Shared {
+            context: env.context,
+            sent_at: env.sent_at,
+        };
+        (call, env.message.get().as_bytes(), shared)
     };
+    let msg: Top =
+        serde_json::from_slice(message).map_err(|e| Invalid::new("invalid_json", e.to_string()))?;
     parse_message(&msg, Some(call), shared, received_at, usize::MAX, Some(id)).map(|(_, r)| r)
 }
 
-/// The number of `call` in a record's flags (bits 3–5).
+/// The calls in the order of their number in a record's flags (bits 3–5).
+const CALLS: [Call; 6] = [
+    Call::Track,
+    Call::Identify,
+    Call::Page,
+    Call::Screen,
+    Call::Group,
+    Call::Alias,
+];
+
+/// The number of `call` in a record's flags.
 fn code(call: Call) -> u8 {
-    match call {
-        Call::Track => 0,
-        Call::Identify => 1,
-        Call::Page => 2,
-        Call::Screen => 3,
-        Call::Group => 4,
-        Call::Alias => 5,
-    }
+    CALLS
+        .iter()
+        .position(|c| *c == call)
+        .expect("every call is listed") as u8
 }
 
 /// The call numbered `n` ([`code`]).
 fn from_code(n: u8) -> Option<Call> {
-    [
-        Call::Track,
-        Call::Identify,
-        Call::Page,
-        Call::Screen,
-        Call::Group,
-        Call::Alias,
-    ]
-    .into_iter()
-    .find(|c| code(*c) == n)
+    CALLS.get(usize::from(n)).copied()
 }
 
 #[cfg(test)]
