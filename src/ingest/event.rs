@@ -28,6 +28,9 @@ pub struct EventRows {
     pub table: String,
     /// Standard columns: the whole `tracks` row, and the start of the event table's row.
     pub standard: Vec<Cell>,
+    /// How many of `standard`'s cells are the call's own (id, event, times, user), each of one
+    /// type whatever the event; the context's cells follow them.
+    pub fixed: usize,
     /// Cells of the `tracks` row only (its `_unmapped`, when context keys collided).
     pub tracks_only: Vec<Cell>,
     /// Property columns of the event table (with an `_unmapped` holding the collision losers of
@@ -319,6 +322,7 @@ pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, Invalid>
         properties_field,
         reserved,
     } = p;
+    let fixed = standard.len();
     let mut losers = Vec::new();
     if let Some(ctx) = context {
         let (cells, lost) =
@@ -348,6 +352,7 @@ pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, Invalid>
         tracks,
         table,
         standard,
+        fixed,
         tracks_only,
         properties,
     };

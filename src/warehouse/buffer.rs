@@ -49,9 +49,9 @@ enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
-    /// A builder of type `ty` holding `nulls` nulls, with room for [`FIRST_ROWS`] more.
-    fn new(ty: ColumnType, nulls: usize) -> Self {
-        let rows = nulls + FIRST_ROWS;
+    /// A builder of type `ty` holding `nulls` nulls, with room for `room` more.
+    fn new(ty: ColumnType, nulls: usize, room: usize) -> Self {
+        let rows = nulls + room;
         let mut b = match ty {
             ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
             ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::with_capacity(rows)),
@@ -253,9 +253,20 @@ pub struct TableBuffer {
     /// at a cell's position last time is tried first (taken when its name matches), before
     /// the name is hashed and looked up.
     hints: Vec<Option<usize>>,
+    /// Rows the buffer is expected to hold ([`TableBuffer::for_rows`]); 0 when unknown.
+    expected_rows: usize,
 }
 
 impl TableBuffer {
+    /// A buffer for `rows` rows, known before they are appended (a request's, counted first):
+    /// each column is made with room for all of them, so no builder grows on the way.
+    pub fn for_rows(rows: usize) -> Self {
+        TableBuffer {
+            expected_rows: rows,
+            ..TableBuffer::default()
+        }
+    }
+
     /// Finds (or creates) and widens the column of each cell of row `row`, into `targets`: a
     /// duplicate name in one row is skipped (the first wins), as is a null cell of an unknown
     /// column.
@@ -282,7 +293,8 @@ impl TableBuffer {
                         continue;
                     };
                     self.names.push(name.to_string());
-                    self.columns.push(ColumnBuilder::new(ty, row));
+                    let room = self.expected_rows.saturating_sub(row).max(FIRST_ROWS);
+                    self.columns.push(ColumnBuilder::new(ty, row, room));
                     self.last_row.push(row);
                     self.index.insert(name.to_string(), self.columns.len() - 1);
                     self.columns.len() - 1
