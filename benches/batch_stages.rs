@@ -1,7 +1,7 @@
 //! Criterion benchmarks of the per-event CPU stages of a `/v1/batch` request, one batch of 500
 //! messages of two `stowage bench` mixes (`narrow`, `shop`): validate (Segment rules, flatten),
 //! claim and settle the ids in a full dedup window, and append both rows of every event to the
-//! team's table buffers. Stage costs per event, repeatable where the end-to-end comparison
+//! team's table buffers, build a request's rows into a batch per table on its task, and encode 40 such requests' rows as the flush does. Stage costs per event, repeatable where the end-to-end comparison
 //! (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md.
 //! Run: `cargo bench --bench batch_stages`.
 
@@ -10,12 +10,15 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use foldhash::HashMap;
+use stowage::config::ParquetConfig;
+use stowage::ingest::bulk;
 use stowage::ingest::dedup::{Claim, Dedup};
 use stowage::ingest::event::EventRows;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
 use stowage::model::TeamId;
 use stowage::warehouse::buffer::TableBuffer;
+use stowage::warehouse::writer;
 
 const BATCH: usize = 500;
 
@@ -114,6 +117,35 @@ fn bench(c: &mut Criterion) {
                 if appended >= 50_000 {
                     appended = 0;
                     tables.values_mut().for_each(|t| drop(t.take_batch()));
+                }
+            })
+        });
+        // What a request's task builds of it: a batch per table with enough rows.
+        let refs: Vec<&EventRows> = events.iter().collect();
+        g.bench_function("bulk_build", |b| {
+            b.iter(|| black_box(bulk::build(black_box(&refs))).map(|p| p.finish(Vec::new())))
+        });
+        // The flush: 40 requests' rows (20,000 events), as the team buffers hold them, encoded
+        // as one Parquet file per table.
+        let mut flushed: HashMap<String, TableBuffer> = HashMap::default();
+        for _ in 0..40 {
+            for ev in &events {
+                for (table, cells) in ev.rows() {
+                    flushed
+                        .entry(table.to_string())
+                        .or_default()
+                        .append(cells)
+                        .unwrap();
+                }
+            }
+        }
+        let batches: Vec<_> = flushed.values_mut().map(|t| t.take_batch()).collect();
+        let cfg = ParquetConfig::default();
+        g.throughput(Throughput::Elements(40 * BATCH as u64));
+        g.bench_function("flush_encode", |b| {
+            b.iter(|| {
+                for batch in black_box(&batches) {
+                    black_box(writer::encode(batch, &cfg).unwrap());
                 }
             })
         });
