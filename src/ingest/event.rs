@@ -28,8 +28,9 @@ pub struct EventRows {
     pub table: String,
     /// Standard columns: the whole `tracks` row, and the start of the event table's row.
     pub standard: Vec<Cell>,
-    /// How many of `standard`'s cells are the call's own (id, event, times, user), each of one
-    /// type whatever the event; the context's cells follow them.
+    /// How many of `standard`'s cells are the call's own (id, event or the call's own columns
+    /// such as `name` or `group_id`, times, user), each of one type whatever the event; the
+    /// context's cells follow them.
     pub fixed: usize,
     /// Cells of the `tracks` row only (its `_unmapped`, when context keys collided).
     pub tracks_only: Vec<Cell>,
