@@ -156,16 +156,6 @@ pub fn build<'a>(events: &[&'a EventRows]) -> Option<Plan> {
             }
         }
     }
-    // The call's own names are reserved: a property or context column cannot take one.
-    let clash = tables.iter().any(|(_, rows)| match rows {
-        Rows::BesideTracks { rest, fixed, .. } => {
-            rest.column_names().any(|n| fixed.iter().any(|f| f == n))
-        }
-        Rows::Whole(_) => false,
-    });
-    if clash {
-        return None;
-    }
     Some(Plan {
         tables: batches(tables)?,
         rest,
@@ -188,8 +178,8 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<(String, RecordBatch)>> {
     }
     let tracks = &built.iter().find(|(name, _)| name == TRACKS)?.1;
     let mut gathered = Vec::with_capacity(beside.len());
-    for (name, mut rest, picks, fixed) in beside {
-        gathered.push((name, beside_tracks(tracks, &mut rest, &picks, &fixed).ok()?));
+    for (name, rest, picks, fixed) in beside {
+        gathered.push((name, beside_tracks(tracks, rest, picks, &fixed).ok()?));
     }
     built.extend(gathered);
     Some(built)
@@ -212,14 +202,19 @@ fn same_name(a: &Name, b: &Name) -> bool {
 }
 
 /// An event table's batch: the `fixed` columns taken from `tracks` at `picks`, then the columns
-/// of `rest`.
+/// of `rest`; an error if one of those takes a `fixed` name (the call's own names are reserved,
+/// so none should, and a batch would hold the name twice).
 fn beside_tracks(
     tracks: &RecordBatch,
-    rest: &mut TableBuffer,
-    picks: &[u32],
+    mut rest: TableBuffer,
+    picks: Vec<u32>,
     fixed: &[Name],
 ) -> Result<RecordBatch, ArrowError> {
-    let indices = UInt32Array::from(picks.to_vec());
+    if let Some(name) = rest.column_names().find(|n| fixed.iter().any(|f| f == n)) {
+        return Err(ArrowError::SchemaError(format!("{name} is the call's own")));
+    }
+    let rows = picks.len();
+    let indices = UInt32Array::from(picks);
     // No context or property in any of the events (empty or null-only objects): no column of
     // their own, and a batch of none cannot be made.
     let own = if rest.column_names().next().is_some() {
@@ -245,7 +240,7 @@ fn beside_tracks(
     RecordBatch::try_new_with_options(
         Arc::new(Schema::new(fields)),
         columns,
-        &RecordBatchOptions::new().with_row_count(Some(picks.len())),
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
     )
 }
 #[cfg(test)]
