@@ -1,11 +1,14 @@
 //! One event body → validated warehouse rows (SPEC §2.1, §4.1–4.2): field rules, Segment common
 //! fields, flattening, naming and value typing. Pure and CPU-only; runs on the request's task.
 
+use std::borrow::Cow;
+use std::fmt;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 
 use super::event_time::{EventTimes, TimeRule};
-use super::top_fields::Top;
+use super::top_fields::{Top, plain_str};
 use crate::model::Invalid;
 use crate::model::flatten::{self, Names, UNMAPPED};
 use crate::model::members::RawObject;
@@ -127,13 +130,50 @@ pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<J
 /// which the parser refuses) is its text between the quotes, and `null` is null; anything else
 /// goes through the parser.
 fn json_value(text: &str) -> Result<Json, serde_json::Error> {
-    match text.as_bytes() {
-        [b'"', inner @ .., b'"'] if !inner.iter().any(|&b| b == b'\\' || b < 0x20) => {
-            Ok(Json::String(text[1..text.len() - 1].to_string()))
-        }
-        b"null" => Ok(Json::Null),
-        _ => serde_json::from_str(text),
+    match plain_str(text) {
+        Some(inner) => Ok(Json::String(inner.to_string())),
+        None if text == "null" => Ok(Json::Null),
+        None => serde_json::from_str(text),
     }
+}
+
+/// A top-level field's value (absent and null are `None`): a string's text, borrowed from the
+/// body when sent without escapes, or any other value as JSON. What the rules reading strings
+/// (`type`, `event`, the ids) take, so a plain string is never copied to be looked at.
+pub(super) enum FieldValue<'a> {
+    Text(Cow<'a, str>),
+    Other(Json),
+}
+
+/// As JSON: a string in quotes (for error messages).
+impl fmt::Display for FieldValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldValue::Text(t) => write!(f, "{}", Json::String(t.to_string())),
+            FieldValue::Other(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// [`get`] as a [`FieldValue`].
+pub(super) fn field_value<'a>(
+    obj: &Top<'a>,
+    field: &str,
+    code: &'static str,
+) -> Result<Option<FieldValue<'a>>, Invalid> {
+    let Some(raw) = obj.get(field) else {
+        return Ok(None);
+    };
+    let text: &'a str = raw.get();
+    if let Some(inner) = plain_str(text) {
+        return Ok(Some(FieldValue::Text(Cow::Borrowed(inner))));
+    }
+    Ok(match json_value(text) {
+        Ok(Json::Null) => None,
+        Ok(Json::String(s)) => Some(FieldValue::Text(Cow::Owned(s))),
+        Ok(v) => Some(FieldValue::Other(v)),
+        Err(e) => return Err(bad(code, field, format!("{field}: {e}"))),
+    })
 }
 
 /// Validates one event object (also the unit of future batch endpoints). `id_override` fixes
@@ -155,9 +195,9 @@ pub fn from_object(
             ));
         }
     }
-    match get(obj, "type", "unsupported_type")? {
-        None | Some(Json::Null) => {}
-        Some(Json::String(t)) if t == "event" || t == "track" => {}
+    match field_value(obj, "type", "unsupported_type")? {
+        None => {}
+        Some(FieldValue::Text(t)) if t == "event" || t == "track" => {}
         Some(v) => {
             return Err(bad(
                 "unsupported_type",
@@ -196,10 +236,12 @@ pub fn from_object(
 
 /// The `event` field: its text as sent and the table it names (SPEC §4.2), or why it is refused.
 pub(super) fn event_name(obj: &Top) -> Result<(String, String), Invalid> {
-    let event_text = match get(obj, "event", "invalid_event")? {
-        None | Some(Json::Null) => return Err(bad("missing_event", "event", "event is required")),
-        Some(Json::String(s)) => s,
-        Some(_) => return Err(bad("invalid_event", "event", "event must be a string")),
+    let event_text = match field_value(obj, "event", "invalid_event")? {
+        None => return Err(bad("missing_event", "event", "event is required")),
+        Some(FieldValue::Text(s)) => s.into_owned(),
+        Some(FieldValue::Other(_)) => {
+            return Err(bad("invalid_event", "event", "event must be a string"));
+        }
     };
     if event_text.trim().is_empty() {
         return Err(bad("invalid_event", "event", "event must not be empty"));
@@ -377,17 +419,19 @@ pub const MAX_ID_BYTES: usize = 1024;
 
 /// A string field, or a number given where Segment allows one (`userId: 42`).
 pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, Invalid> {
-    match get(obj, field, "invalid_field")? {
-        None | Some(Json::Null) => Ok(None),
-        Some(Json::String(s)) if s.len() > MAX_ID_BYTES => Err(bad(
+    match field_value(obj, field, "invalid_field")? {
+        None => Ok(None),
+        Some(FieldValue::Text(s)) if s.len() > MAX_ID_BYTES => Err(bad(
             "invalid_field",
             field,
             format!("{field} must be at most {MAX_ID_BYTES} bytes"),
         )),
-        Some(Json::String(s)) => Ok(Some(s)),
+        Some(FieldValue::Text(s)) => Ok(Some(s.into_owned())),
         // The number exactly as sent (`1e2`, `12345678901234567890123`), never re-spelled.
-        Some(Json::Number(_)) => Ok(obj.get(field).map(|raw| raw.get().to_string())),
-        Some(_) => Err(bad(
+        Some(FieldValue::Other(Json::Number(_))) => {
+            Ok(obj.get(field).map(|raw| raw.get().to_string()))
+        }
+        Some(FieldValue::Other(_)) => Err(bad(
             "invalid_field",
             field,
             format!("{field} must be a string"),

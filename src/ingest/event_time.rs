@@ -13,9 +13,9 @@ use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
-use super::top_fields::Top;
+use super::top_fields::{Top, plain_str};
 use crate::model::Invalid;
-use crate::model::time::parse_time;
+use crate::model::time::{parse_time, parse_time_text};
 
 /// Which rule gives an event its times.
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +108,12 @@ fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, Invali
     let Some(raw) = raw else {
         return Ok(None);
     };
+    // As SDKs send it: the text read where it is.
+    if let Some(text) = plain_str(raw.get())
+        && let Some(us) = parse_time_text(text)
+    {
+        return Ok(Some(us));
+    }
     let value: Json =
         serde_json::from_str(raw.get()).map_err(|e| invalid(format!("{field}: {e}")))?;
     if value.is_null() {

@@ -5,11 +5,11 @@
 //! What the WAL keeps of a message, and replay from it, is [`super::logged`].
 
 use chrono::{DateTime, Utc};
-use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
 use super::event::{
-    EventRows, Parts, bad, common_fields, event_name, finish, get, object_field, text_field,
+    EventRows, FieldValue, Parts, bad, common_fields, event_name, field_value, finish,
+    object_field, text_field,
 };
 use super::event_time::TimeRule;
 use super::top_fields::Top;
@@ -183,9 +183,9 @@ pub fn parse_message(
 }
 
 fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, Invalid> {
-    let given = match get(msg, "type", "invalid_type")? {
-        None | Some(Json::Null) => None,
-        Some(Json::String(t)) => Some(Call::from_type(&t).ok_or_else(|| {
+    let given = match field_value(msg, "type", "invalid_type")? {
+        None => None,
+        Some(FieldValue::Text(t)) => Some(Call::from_type(&t).ok_or_else(|| {
             bad(
                 "unsupported_type",
                 "type",
@@ -194,7 +194,7 @@ fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, Invalid> {
                 ),
             )
         })?),
-        Some(v) => {
+        Some(v @ FieldValue::Other(_)) => {
             return Err(bad(
                 "unsupported_type",
                 "type",

@@ -84,6 +84,17 @@ impl<'de> Deserialize<'de> for Top<'de> {
     }
 }
 
+/// A string value's text when it was sent without escapes: the text between the quotes, as
+/// it is (the parser refused raw control characters in it).
+pub fn plain_str(text: &str) -> Option<&str> {
+    match text.as_bytes() {
+        [b'"', inner @ .., b'"'] if !inner.iter().any(|&b| b == b'\\' || b < 0x20) => {
+            Some(&text[1..text.len() - 1])
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,8 +26,8 @@ thread_local! {
 }
 
 /// Whether `s` is its own normal form: `[a-z0-9_]`, no leading digit or `_`, no trailing `_`,
-/// no `__`, at most [`MAX_NAME_LEN`] bytes, not empty.
-fn is_normal(s: &str) -> bool {
+/// no `__`, at most [`MAX_NAME_LEN`] bytes, not empty (so normalising it copies it).
+pub fn is_normal(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= MAX_NAME_LEN
