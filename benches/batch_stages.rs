@@ -56,7 +56,7 @@ fn messages(mix: &str) -> Vec<String> {
 fn parse_all(msgs: &[String], now: chrono::DateTime<chrono::Utc>) -> Vec<EventRows> {
     msgs.iter()
         .map(|m| {
-            let top: Top = serde_json::from_str(m).unwrap();
+            let top = Top::parse(m).unwrap();
             parse_message(&top, None, Shared::default(), now, 1000, None)
                 .unwrap()
                 .1

@@ -83,7 +83,7 @@ fn main() {
             let rows: Vec<_> = request
                 .iter()
                 .map(|m| {
-                    let top: Top = serde_json::from_str(m).expect("generated JSON");
+                    let top = Top::parse(m).expect("generated JSON");
                     parse_message(&top, None, Shared::default(), now, 1000, None)
                         .expect("generated messages are valid")
                         .1

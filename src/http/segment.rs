@@ -144,7 +144,7 @@ async fn accept(
     let mut items = Vec::with_capacity(messages.list.len());
     let mut errors = Vec::new();
     for (i, text) in messages.list.iter().enumerate() {
-        let parsed = serde_json::from_str::<Top>(text)
+        let parsed = Top::parse(text)
             .map_err(|e| {
                 if e.is_data() {
                     ApiError::bad_request("invalid_body", "a message must be a JSON object")

@@ -107,7 +107,11 @@ fn parse_with(
     max_columns: usize,
     id: Option<&str>,
 ) -> Result<EventRows, Invalid> {
-    let obj: Top = serde_json::from_slice(body).map_err(|e| {
+    let parsed = match std::str::from_utf8(body) {
+        Ok(text) => Top::parse(text),
+        Err(_) => serde_json::from_slice(body), // says where the bytes stop being UTF-8
+    };
+    let obj: Top = parsed.map_err(|e| {
         if e.is_data() {
             Invalid::new("invalid_body", "body must be a JSON object")
         } else {

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 use serde_json::value::RawValue;
 
-use super::top_fields::{Top, plain_str};
+use super::top_fields::{Raw, Top, plain_str};
 use crate::model::Invalid;
 use crate::model::time::{parse_time, parse_time_text};
 
@@ -60,8 +60,8 @@ impl EventTimes {
         received_at: DateTime<Utc>,
     ) -> Result<EventTimes, Invalid> {
         let received_at = received_at.timestamp_micros();
-        let timestamp = time_field(msg.get("timestamp").copied(), "timestamp")?;
-        let own_sent_at = time_field(msg.get("sentAt").copied(), "sentAt")?;
+        let timestamp = time_field(msg.get("timestamp").map(Raw::get), "timestamp")?;
+        let own_sent_at = time_field(msg.get("sentAt").map(Raw::get), "sentAt")?;
         Ok(match rule {
             TimeRule::AsSent => EventTimes {
                 timestamp: timestamp.unwrap_or(received_at),
@@ -73,12 +73,12 @@ impl EventTimes {
                 let client = ClientTimes {
                     timestamp,
                     original_timestamp: time_field(
-                        msg.get("originalTimestamp").copied(),
+                        msg.get("originalTimestamp").map(Raw::get),
                         "originalTimestamp",
                     )?,
                     sent_at: match own_sent_at {
                         Some(t) => Some(t),
-                        None => time_field(batch_sent_at, "sentAt")?,
+                        None => time_field(batch_sent_at.map(RawValue::get), "sentAt")?,
                     },
                 };
                 EventTimes::skew_corrected(client, received_at)
@@ -103,19 +103,18 @@ impl EventTimes {
 }
 
 /// A time field (absent or null → `None`), or 400 `invalid_timestamp` naming it.
-fn time_field(raw: Option<&RawValue>, field: &str) -> Result<Option<i64>, Invalid> {
+fn time_field(raw: Option<&str>, field: &str) -> Result<Option<i64>, Invalid> {
     let invalid = |message: String| Invalid::new("invalid_timestamp", message).field(field);
     let Some(raw) = raw else {
         return Ok(None);
     };
     // As SDKs send it: the text read where it is.
-    if let Some(text) = plain_str(raw.get())
+    if let Some(text) = plain_str(raw)
         && let Some(us) = parse_time_text(text)
     {
         return Ok(Some(us));
     }
-    let value: Json =
-        serde_json::from_str(raw.get()).map_err(|e| invalid(format!("{field}: {e}")))?;
+    let value: Json = serde_json::from_str(raw).map_err(|e| invalid(format!("{field}: {e}")))?;
     if value.is_null() {
         return Ok(None);
     }

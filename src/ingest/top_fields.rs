@@ -10,6 +10,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::model::members::Key;
+use crate::model::valid_json;
 
 /// How many top-level fields the event and Segment rules read (the slots of [`known`]).
 const KNOWN: usize = 16;
@@ -41,22 +42,51 @@ fn known(key: &str) -> Option<usize> {
 /// value (as JSON parsers commonly read it). Keys without escapes are borrowed from the body.
 #[derive(Debug, Default)]
 pub struct Top<'a> {
-    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    fields: Vec<(Cow<'a, str>, Raw<'a>)>,
     /// The last value of each field [`known`] gives a slot.
-    known: [Option<&'a RawValue>; KNOWN],
+    known: [Option<Raw<'a>>; KNOWN],
+}
+
+/// A value's JSON text as sent, accepted with the rest of its message.
+#[derive(Debug, Clone, Copy)]
+pub struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// The text.
+    pub fn get(self) -> &'a str {
+        self.0
+    }
 }
 
 impl<'a> Top<'a> {
+    /// The top-level fields of `text`, which must be one JSON object: read by the validating
+    /// walk of [`valid_json`] where it can, else by serde_json, which also says why a text is
+    /// refused (`is_data()` when it is JSON but not an object).
+    pub fn parse(text: &'a str) -> Result<Top<'a>, serde_json::Error> {
+        let mut top = Top::default();
+        if valid_json::object_members(text, |k, v| top.push(Cow::Borrowed(k), Raw(v))) {
+            return Ok(top);
+        }
+        serde_json::from_str(text)
+    }
+
+    fn push(&mut self, key: Cow<'a, str>, value: Raw<'a>) {
+        match known(&key) {
+            Some(slot) => self.known[slot] = Some(value),
+            None => self.fields.push((key, value)),
+        }
+    }
+
     /// The value of `key` (its last occurrence).
-    pub fn get(&self, key: &str) -> Option<&&'a RawValue> {
+    pub fn get(&self, key: &str) -> Option<Raw<'a>> {
         match known(key) {
-            Some(slot) => self.known[slot].as_ref(),
+            Some(slot) => self.known[slot],
             None => self
                 .fields
                 .iter()
                 .rev()
                 .find(|(k, _)| k == key)
-                .map(|(_, v)| v),
+                .map(|(_, v)| *v),
         }
     }
 }
@@ -72,10 +102,7 @@ impl<'de> Deserialize<'de> for Top<'de> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
                 let mut out = Top::default();
                 while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-                    match known(&k) {
-                        Some(slot) => out.known[slot] = Some(v),
-                        None => out.fields.push((k, v)),
-                    }
+                    out.push(k, Raw(v.get()));
                 }
                 Ok(out)
             }

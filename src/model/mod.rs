@@ -1,11 +1,12 @@
 //! The ground floor: what every layer may use and what imports nothing of the crate above it.
 //! Ids ([`ids`]), time values ([`time`]), the row model ([`value`]: a typed `Value`, a named
-//! `Cell`), an object's members as sent ([`members`]) and how a JSON object becomes typed cells ([`flatten`]), warehouse names
+//! `Cell`), an object's members as sent ([`members`]), a validating walk over a message's text
+//! ([`valid_json`]), how a JSON object becomes typed cells ([`flatten`]), warehouse names
 //! ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
-//! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused by a rule ([`invalid`]), and the rows a writer lends to fresh reads
-//! ([`fresh`]). Ingest, download, the
-//! warehouse, the WAL and the catalog all build on these, so the arrows between them run one
-//! way: http → ingest/download → warehouse/wal → catalog → model.
+//! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused
+//! by a rule ([`invalid`]), and the rows a writer lends to fresh reads ([`fresh`]). Ingest,
+//! download, the warehouse, the WAL and the catalog all build on these, so the arrows between
+//! them run one way: http → ingest/download → warehouse/wal → catalog → model.
 
 pub mod filter;
 pub mod flatten;
@@ -17,6 +18,7 @@ pub mod naming;
 pub mod schema;
 pub mod text;
 pub mod time;
+pub mod valid_json;
 pub mod value;
 
 pub use ids::TeamId;

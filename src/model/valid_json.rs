@@ -1,0 +1,362 @@
+//! A validating walk over one JSON object's text, for the shape messages come in: the members of
+//! a top-level object, each value's text as sent, found in one pass that also checks the whole
+//! text is JSON (RFC 8259: strings without raw control characters, known escapes, the number
+//! grammar, literals, brackets that match, nothing after the object).
+//!
+//! It is the fast road, not the judge. It gives up (`false`) on anything it does not read
+//! itself — an escape in a top-level key, nesting deeper than [`MAX_DEPTH`], any text that is not
+//! valid — and the caller then asks serde_json, which decides and says why. So it accepts
+//! only what serde_json accepts, with the same members (tested against it on generated and
+//! mutated text), and never refuses anything on its own.
+
+/// Deepest nesting read here (serde_json puts no limit on a value it skips).
+pub const MAX_DEPTH: usize = 64;
+
+/// Walks `text`, which must be one JSON object, calling `member` with each key (without its
+/// quotes; a top-level key has no escapes) and value text, in order. `false` when it gave up: `text` may
+/// still be valid JSON, and `member` may have been called for some members already.
+pub fn object_members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> bool {
+    let mut s = Scan {
+        b: text.as_bytes(),
+        at: 0,
+    };
+    s.ws();
+    if s.byte() != Some(b'{') {
+        return false;
+    }
+    s.at += 1;
+    s.ws();
+    if s.byte() == Some(b'}') {
+        s.at += 1;
+    } else {
+        loop {
+            let key_start = s.at;
+            if s.byte() != Some(b'"') || s.string(true).is_none() {
+                return false;
+            }
+            let key = &text[key_start + 1..s.at - 1];
+            s.ws();
+            if s.byte() != Some(b':') {
+                return false;
+            }
+            s.at += 1;
+            s.ws();
+            let value_start = s.at;
+            if s.value(1).is_none() {
+                return false;
+            }
+            member(key, &text[value_start..s.at]);
+            s.ws();
+            match s.byte() {
+                Some(b',') => {
+                    s.at += 1;
+                    s.ws();
+                }
+                Some(b'}') => {
+                    s.at += 1;
+                    break;
+                }
+                _ => return false,
+            }
+        }
+    }
+    s.ws();
+    s.at == s.b.len()
+}
+
+/// A cursor; it only ever stops on ASCII bytes, so slicing the text there is on a character
+/// boundary.
+struct Scan<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Scan<'_> {
+    fn byte(&self) -> Option<u8> {
+        self.b.get(self.at).copied()
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.byte(), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.at += 1;
+        }
+    }
+
+    /// A string whose opening quote is at the cursor; the cursor ends past the closing quote.
+    /// `key`: a top-level key, which serde_json reads into text (so its escapes are left to
+    /// it); any other string is skipped as serde_json skips it, escapes checked for form.
+    fn string(&mut self, key: bool) -> Option<()> {
+        self.at += 1;
+        loop {
+            let c = self.byte()?;
+            match c {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' if !key => match self.b.get(self.at + 1)? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
+                    // Four hex digits, whatever code point they make (a lone surrogate too),
+                    // as serde_json skips a value's escapes.
+                    b'u' => {
+                        let hex = self.b.get(self.at + 2..self.at + 6)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        self.at += 6;
+                    }
+                    _ => return None,
+                },
+                b'\\' | 0..=0x1f => return None,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Any value at the cursor, `depth` containers deep; the cursor ends past it.
+    fn value(&mut self, depth: usize) -> Option<()> {
+        match self.byte()? {
+            b'"' => self.string(false),
+            b'{' => self.container(depth + 1, b'}', true),
+            b'[' => self.container(depth + 1, b']', false),
+            b't' => self.word(b"true"),
+            b'f' => self.word(b"false"),
+            b'n' => self.word(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    /// An object (`members`) or an array opening at the cursor, closed by `close`.
+    fn container(&mut self, depth: usize, close: u8, members: bool) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.at += 1;
+        self.ws();
+        if self.byte()? == close {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            if members {
+                if self.byte()? != b'"' {
+                    return None;
+                }
+                self.string(false)?;
+                self.ws();
+                if self.byte()? != b':' {
+                    return None;
+                }
+                self.at += 1;
+                self.ws();
+            }
+            self.value(depth)?;
+            self.ws();
+            match self.byte()? {
+                b',' => {
+                    self.at += 1;
+                    self.ws();
+                }
+                c if c == close => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn word(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.b.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        if self.byte() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.byte()? {
+            b'0' => self.at += 1,
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.byte() == Some(b'.') {
+            self.at += 1;
+            self.some_digits()?;
+        }
+        if matches!(self.byte(), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.byte(), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.some_digits()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while matches!(self.byte(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::value::RawValue;
+
+    fn walked(text: &str) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        object_members(text, |k, v| out.push((k.to_string(), v.to_string()))).then_some(out)
+    }
+
+    /// serde_json's reading: the members of a top-level object, values as sent.
+    fn by_parser(text: &str) -> Option<Vec<(String, String)>> {
+        struct All(Vec<(String, String)>);
+        impl<'de> serde::Deserialize<'de> for All {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = All;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("an object")
+                    }
+                    fn visit_map<A: serde::de::MapAccess<'de>>(
+                        self,
+                        mut map: A,
+                    ) -> Result<All, A::Error> {
+                        let mut out = Vec::new();
+                        while let Some((k, v)) = map.next_entry::<String, &RawValue>()? {
+                            out.push((k, v.get().to_string()));
+                        }
+                        Ok(All(out))
+                    }
+                }
+                d.deserialize_map(V)
+            }
+        }
+        serde_json::from_str::<All>(text).ok().map(|a| a.0)
+    }
+
+    fn check(text: &str) -> bool {
+        let ours = walked(text);
+        if let Some(members) = &ours {
+            assert_eq!(Some(members), by_parser(text).as_ref(), "{text:?}");
+        }
+        ours.is_some()
+    }
+
+    #[test]
+    fn what_it_reads_serde_json_reads_the_same() {
+        let read = [
+            r#"{}"#,
+            r#" { "a" : 1 , "b":[ 1 , {"c":null} ],"d":{"e":{"f":[]}} } "#,
+            r#"{"n":-0,"f":-1.5e+10,"g":0.0,"h":1E-2,"i":123456789012345678901234567890}"#,
+            r#"{"s":"\" \\ \/ \b \f \n \r \t","t":"héllo ☃ 🎉","":true,"x":false}"#,
+            "{\"a\":\"\u{7f}\"}",
+            r#"{"a":1,"a":2}"#,
+            r#"{"t":"caf\u00e9 \ud83c\udf89 \ud800","o":{"k\u00e9y\n":"\uFFFF"}}"#,
+        ];
+        for text in read {
+            assert!(check(text), "{text}");
+        }
+        let refused_or_left_to_serde = [
+            "",
+            "[]",
+            "1",
+            "\"a\"",
+            "{",
+            "}",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{,}",
+            "{\"a\":1}x",
+            "{\"a\":1} {}",
+            "{\"a\":01}",
+            "{\"a\":1.}",
+            "{\"a\":.5}",
+            "{\"a\":+1}",
+            "{\"a\":1e}",
+            "{\"a\":-}",
+            "{\"a\":tru}",
+            "{\"a\":nul}",
+            "{\"a\":[1,]}",
+            "{\"a\":[1 2]}",
+            "{\"a\":{\"b\"}}",
+            "{\"a\":\"\u{1}\"}",
+            "{\"a\":\"\\x\"}",
+            "{\"a\":\"\\u004\"}",
+            "{\"a\":\"\\u00g1\"}",
+            "{\"\\u0041\":1}",
+            "{\"a\\n\":1}",
+            "{\"a\":{\"b\":\"\\u12\"}}",
+            "{'a':1}",
+            "{a:1}",
+            "{\"a\":1]",
+            "{\"a\":[1}",
+            "{\"a\":\"b}",
+            "{\"a\":NaN}",
+            "{\"a\":Infinity}",
+            "{\"a\":[]]}",
+        ];
+        for text in refused_or_left_to_serde {
+            assert!(!check(text), "{text:?} is not for the walk");
+        }
+        let deep = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH),
+            "]".repeat(MAX_DEPTH)
+        );
+        assert!(
+            !check(&deep),
+            "deeper than the walk goes: serde_json decides"
+        );
+        let fits = format!(
+            "{{\"a\":{}{}}}",
+            "[".repeat(MAX_DEPTH - 1),
+            "]".repeat(MAX_DEPTH - 1)
+        );
+        assert!(check(&fits));
+    }
+
+    /// Every valid message, cut short or with one byte changed anywhere: whatever the walk
+    /// accepts, serde_json accepts with the same members.
+    #[test]
+    fn mutated_messages_are_never_read_where_serde_json_refuses_them() {
+        let base = r#"{"anonymousId":"2f6f","event":"tick","messageId":"m-1","properties":{"ms":10.5e-1,"n":-862,"list":[true,false,null,"x\"y"],"o":{},"caf\u00e9":"\u00e9"},"timestamp":"2026-11-27T07:45:31.232Z","type":"track"}"#;
+        let swaps = [
+            b'"', b'\\', b'{', b'}', b'[', b']', b':', b',', b' ', b'0', b'1', b'-', b'+', b'.',
+            b'e', b'E', b'a', b't', b'n', b'u', b'/', b'\n', 0x01, 0x7f,
+        ];
+        let (mut read, mut total) = (0, 0);
+        for cut in 0..=base.len() {
+            total += 1;
+            read += usize::from(check(&base[..cut]));
+        }
+        for i in 0..base.len() {
+            for &c in &swaps {
+                let mut bytes = base.as_bytes().to_vec();
+                bytes[i] = c;
+                let text = String::from_utf8(bytes).expect("ASCII");
+                total += 1;
+                read += usize::from(check(&text));
+                let mut bytes = base.as_bytes().to_vec();
+                bytes.insert(i, c);
+                let text = String::from_utf8(bytes).expect("ASCII");
+                total += 1;
+                read += usize::from(check(&text));
+            }
+        }
+        assert!(read > 100 && read < total, "{read} of {total} read");
+    }
+}
