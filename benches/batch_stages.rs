@@ -2,7 +2,8 @@
 //! messages of two `stowage bench` mixes (`narrow`, `shop`): validate (Segment rules, flatten),
 //! claim and settle the ids in a full dedup window, and append both rows of every event to the
 //! team's table buffers, build a request's rows into a batch per table on its task, and encode 40 such requests' rows as the flush does. Stage costs per event, repeatable where the end-to-end comparison
-//! (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md.
+//! (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md. Also a message's top-level
+//! fields read by the validating walk against serde_json alone, for every generator mix.
 //! Run: `cargo bench --bench batch_stages`.
 
 use std::hint::black_box;
@@ -10,6 +11,8 @@ use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use foldhash::HashMap;
+use stowage::bench::generator::Generator;
+use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
 use stowage::ingest::bulk;
 use stowage::ingest::dedup::{Claim, Dedup};
@@ -153,9 +156,39 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// A message's top-level fields read by the validating walk ([`Top::parse`]) and by
+/// serde_json alone (`serde_json::from_str::<Top>`, the walk's fallback and the way before it),
+/// over 500 messages of each `stowage bench gen` mix.
+fn top_fields(c: &mut Criterion) {
+    let now = chrono::Utc::now();
+    for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
+        let mut generator = Generator::new("c763cc0fb34b6c56", 7, now).with_mix(mix);
+        let msgs: Vec<String> = (0..BATCH)
+            .map(|_| generator.message().to_string())
+            .collect();
+        let mut g = c.benchmark_group(format!("top_fields_{mix:?}").to_lowercase());
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function("walk", |b| {
+            b.iter(|| {
+                for m in black_box(&msgs) {
+                    black_box(Top::parse(m).unwrap());
+                }
+            })
+        });
+        g.bench_function("serde", |b| {
+            b.iter(|| {
+                for m in black_box(&msgs) {
+                    black_box(serde_json::from_str::<Top>(m).unwrap());
+                }
+            })
+        });
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench
+    targets = bench, top_fields
 }
 criterion_main!(benches);
