@@ -172,7 +172,7 @@ pub(super) fn field_value<'a>(
     if let Some(inner) = plain_str(text) {
         return Ok(Some(FieldValue::Text(Cow::Borrowed(inner))));
     }
-    Ok(match json_value(text) {
+    Ok(match serde_json::from_str(text) {
         Ok(Json::Null) => None,
         Ok(Json::String(s)) => Some(FieldValue::Text(Cow::Owned(s))),
         Ok(v) => Some(FieldValue::Other(v)),

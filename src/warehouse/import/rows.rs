@@ -9,7 +9,7 @@ use crate::config::ParquetConfig;
 use crate::model::flatten::object_cells;
 use crate::model::naming::normalize;
 use crate::model::schema::ColumnType;
-use crate::model::time::parse_time;
+use crate::model::time::parse_time_text;
 use crate::model::value::{Cell, Value};
 use crate::warehouse::buffer::TableBuffer;
 
@@ -123,7 +123,7 @@ fn infer(field: &str) -> Option<ColumnType> {
         Some(ColumnType::Float64)
     } else if field == "true" || field == "false" {
         Some(ColumnType::Boolean)
-    } else if parse_time(&serde_json::Value::String(field.into())).is_some() {
+    } else if parse_time_text(field).is_some() {
         Some(ColumnType::Timestamp)
     } else {
         Some(ColumnType::String)
@@ -149,7 +149,7 @@ fn typed(field: &str, ty: ColumnType) -> Value {
                 .map_or(Value::Str(field.into()), Value::Float),
         },
         ColumnType::Boolean => Value::Bool(field == "true"),
-        ColumnType::Timestamp => parse_time(&serde_json::Value::String(field.into()))
+        ColumnType::Timestamp => parse_time_text(field)
             .map(Value::Ts)
             .unwrap_or(Value::Str(field.into())),
         // Inferred types are never dates (see `infer`); text if one were.
