@@ -29,10 +29,12 @@ const BATCH: usize = 500;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// 500 messages shaped like `stowage bench gen --mix narrow` and `--mix shop`.
-fn messages(mix: &str) -> Vec<String> {
+/// 500 messages shaped like `stowage bench gen --mix narrow` and `--mix shop`, the `round`th
+/// request's: every round's message ids are its own, as a tracker's are.
+fn messages(mix: &str, round: usize) -> Vec<String> {
     (0..BATCH)
-        .map(|i| match mix {
+        .map(|i| (i, round * BATCH + i))
+        .map(|(i, seq)| match mix {
             "narrow" => {
                 let ms = if i % 2 == 0 {
                     format!(r#""ms":{},"#, (i * 7919 % 100_000) as f64 / 7.0)
@@ -40,14 +42,14 @@ fn messages(mix: &str) -> Vec<String> {
                     String::new()
                 };
                 format!(
-                    r#"{{"anonymousId":"a{:015x}","event":"{}","messageId":"bench-c763cc0fb34b6c56-{i:012}","properties":{{{ms}"n":{}}},"timestamp":"2026-11-26T14:07:05.478Z","type":"track"}}"#,
+                    r#"{{"anonymousId":"a{:015x}","event":"{}","messageId":"bench-c763cc0fb34b6c56-{seq:012}","properties":{{{ms}"n":{}}},"timestamp":"2026-11-26T14:07:05.478Z","type":"track"}}"#,
                     i * 2_654_435_761 % 1_000_003,
                     ["tick", "heartbeat", "scroll"][i % 3],
                     i % 1000
                 )
             }
             _ => format!(
-                r#"{{"anonymousId":"45b7c443-a617-49e5-acef-{i:012}","context":{{"ip":"203.0.113.137","library":{{"name":"analytics.js","version":"4.1.0"}},"locale":"fr-FR","page":{{"path":"/product","referrer":"https://www.example.com/"}},"timezone":"Europe/Berlin","userAgent":"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"}},"event":"{}","messageId":"bench-423dcc45bc6f6d26-{i:012}","properties":{{"coupon":"WINTER10","currency":"USD","order_id":"ord_{i}","payment":{{"installments":3,"method":"paypal"}},"products":[{{"price":375.86,"product_id":"prod_8868","quantity":1}}],"revenue":{}.08,"shipping":8.35,"tax":11.48}},"timestamp":"2026-11-26T14:06:45.475Z","type":"track","userId":"user_{}"}}"#,
+                r#"{{"anonymousId":"45b7c443-a617-49e5-acef-{i:012}","context":{{"ip":"203.0.113.137","library":{{"name":"analytics.js","version":"4.1.0"}},"locale":"fr-FR","page":{{"path":"/product","referrer":"https://www.example.com/"}},"timezone":"Europe/Berlin","userAgent":"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"}},"event":"{}","messageId":"bench-423dcc45bc6f6d26-{seq:012}","properties":{{"coupon":"WINTER10","currency":"USD","order_id":"ord_{seq}","payment":{{"installments":3,"method":"paypal"}},"products":[{{"price":375.86,"product_id":"prod_8868","quantity":1}}],"revenue":{}.08,"shipping":8.35,"tax":11.48}},"timestamp":"2026-11-26T14:06:45.475Z","type":"track","userId":"user_{}"}}"#,
                 ["Order Completed", "Product Viewed", "Cart Viewed"][i % 3],
                 i % 400,
                 i % 1000
@@ -71,7 +73,7 @@ fn bench(c: &mut Criterion) {
     let now = chrono::Utc::now();
     let team = TeamId(Arc::from("bench-team"));
     for mix in ["narrow", "shop"] {
-        let msgs = messages(mix);
+        let msgs = messages(mix, 0);
         let events = parse_all(&msgs, now);
         let mut g = c.benchmark_group(format!("batch_{mix}"));
         g.throughput(Throughput::Elements(BATCH as u64));
@@ -128,11 +130,11 @@ fn bench(c: &mut Criterion) {
         g.bench_function("bulk_build", |b| {
             b.iter(|| black_box(bulk::build(black_box(&refs))).map(|p| p.finish(Vec::new())))
         });
-        // The flush: 40 requests' rows (20,000 events), as the team buffers hold them, encoded
-        // as one Parquet file per table.
+        // The flush: 40 requests' rows (20,000 events, each with its own id), as the team
+        // buffers hold them, encoded as one Parquet file per table.
         let mut flushed: HashMap<String, TableBuffer> = HashMap::default();
-        for _ in 0..40 {
-            for ev in &events {
+        for round in 0..40 {
+            for ev in &parse_all(&messages(mix, round), now) {
                 for (table, cells) in ev.rows() {
                     flushed
                         .entry(table.to_string())
