@@ -34,6 +34,7 @@
 //! rooms, and CI keeps it so.
 
 pub mod accounts;
+pub mod allocator;
 pub mod app;
 pub mod bench;
 pub mod catalog;

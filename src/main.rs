@@ -7,7 +7,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();
-    prompt_allocator_purge();
+    stowage::allocator::prompt_purge();
     stowage::cli::main()
 }
 
@@ -26,49 +26,38 @@ fn no_transparent_huge_pages() {
     }
 }
 
-/// mimalloc's `purge_delay` option (its index in mimalloc 3's `mi_option_e`; the Rust bindings
-/// name only some options).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// How long freed memory stays with the allocator before it goes back to the OS, unless the
-/// operator set `MIMALLOC_PURGE_DELAY`.
-const PURGE_DELAY_MS: std::ffi::c_long = 10;
-
-/// Makes mimalloc hand freed memory back after 10 ms instead of its default 1 s. Under batch
-/// load the request path frees large blocks (bodies, builders, encoded pages) faster than they
-/// are reused, and a second of them was 150–200 MiB of peak RSS: the shop mix peaked at 531
-/// MiB with the default and at 374–384 MiB with 10 ms, within the 384 MiB a team's budget allows
-/// (BENCHMARKS.md, "Memory under batch load"). `MIMALLOC_PURGE_DELAY` still decides when set.
-fn prompt_allocator_purge() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
-        return;
-    }
-    // SAFETY: mi_option_set stores an integer in mimalloc's option table, which every purge
-    // reads afresh; no memory of ours is touched.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) }
-}
-
 #[cfg(test)]
 mod tests {
-    /// Index 15 is `purge_delay` in the mimalloc linked in: no other option defaults to 1000
-    /// (ms), so a reordered option table (another mimalloc) fails here instead of setting
-    /// something else.
+    use std::time::Duration;
+
+    use stowage::allocator::{KEEP, Mode, PROMPT, Statm, delay, switch};
+
+    /// Here mimalloc is the allocator. The option set is mimalloc's `purge_delay`: no other
+    /// option defaults to 1000 (ms), so a reordered option table (another mimalloc) fails here
+    /// instead of setting something else. Memory freed while keeping stays resident; going
+    /// prompt, from another thread (as the watching thread does), gives it back at once.
     #[test]
-    fn the_purge_delay_option_is_the_one_set() {
+    fn the_allocator_keeps_freed_memory_or_gives_it_back() {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             return;
         }
-        // SAFETY: reads and writes an integer in mimalloc's option table.
-        unsafe {
-            assert_eq!(
-                libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY),
-                1000
-            );
-            super::prompt_allocator_purge();
-            assert_eq!(
-                libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY),
-                super::PURGE_DELAY_MS
-            );
-        }
+        assert_eq!(delay(), Duration::from_millis(1000), "mimalloc's default");
+        let mut statm = Statm::open().unwrap();
+        switch(Mode::Keep);
+        assert_eq!(delay(), KEEP);
+        let chunks: Vec<Vec<u8>> = (0..64).map(|_| vec![1u8; 1 << 20]).collect();
+        let full = statm.resident().unwrap();
+        drop(chunks);
+        let kept = statm.resident().unwrap();
+        assert!(kept + (16 << 20) > full, "kept: {full} then {kept}");
+        std::thread::spawn(|| {
+            let _allocates = std::hint::black_box(vec![0u8; 64]);
+            switch(Mode::Prompt)
+        })
+        .join()
+        .unwrap();
+        assert_eq!(delay(), PROMPT);
+        let given = statm.resident().unwrap();
+        assert!(given + (48 << 20) <= kept, "{full} {kept} then {given}");
     }
 }

@@ -75,6 +75,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> Result<(), app::StartErro
     config.server.app_url = app_url.clone();
     let data_dir = config.storage.data_dir.clone();
     let node = config.node.id.clone();
+    crate::allocator::reuse_below(config.server.reuse_memory_below.0);
     let state = app::build_state(config).await?;
     if args.demo {
         let info = demo::seed(&state.catalog, &data_dir, &base, &app_url)?;

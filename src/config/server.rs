@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::units::HumanDuration;
+use super::units::{ByteSize, HumanDuration};
 
 /// `[server]`
 #[derive(Debug, Clone, Deserialize)]
@@ -39,6 +39,10 @@ pub struct ServerConfig {
     pub metrics_listen: String,
     /// Whether responses name the node that answered (`X-Stowage-Node`).
     pub node_header: bool,
+    /// Resident size below which memory the allocator freed stays with it for a second, to be
+    /// reused; at or above it, freed memory goes back to the OS within 10 ms (`allocator`).
+    /// 0: always within 10 ms.
+    pub reuse_memory_below: ByteSize,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +59,7 @@ impl Default for ServerConfig {
             trusted_proxies: String::new(),
             metrics_listen: "127.0.0.1:9464".into(),
             node_header: false,
+            reuse_memory_below: ByteSize(256 << 20),
         }
     }
 }

@@ -1,0 +1,199 @@
+//! How long the allocator keeps memory it freed, decided by how much the process holds. mimalloc
+//! gives freed memory back to the OS after its purge delay; memory given back and needed again
+//! is faulted in afresh (the kernel zeroes each page). Under batch load the request path and the
+//! flush free and reuse tens of MiB a second, so a short delay costs CPU (page faults and
+//! `madvise` were 11.7 % of a narrow batch load's samples at 10 ms) and a long one costs memory
+//! (one team's shop load peaked at 412 MiB with 1 s against 285 MiB with 10 ms).
+//!
+//! So the delay follows the resident size: while it is below `server.reuse_memory_below`, freed
+//! memory stays with the allocator for [`KEEP`] and is reused; above it, the delay drops to
+//! [`PROMPT`] and everything already waiting is given back at once. A thread reads the resident
+//! size every [`EVERY`] (`/proc/self/statm`, one `pread`), and goes back to keeping only once the
+//! size is [`HYSTERESIS`] below the limit, so it does not flap. The limit 0 keeps the prompt
+//! delay always; the environment variable `MIMALLOC_PURGE_DELAY`, when set, decides instead and
+//! no thread runs.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// mimalloc's `purge_delay` option (its index in mimalloc 3's `mi_option_e`; the Rust bindings
+/// name only some options).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Purge delay while the process is below its limit (mimalloc's own default).
+pub const KEEP: Duration = Duration::from_millis(1000);
+
+/// Purge delay at or above the limit, and for commands that are not a server.
+pub const PROMPT: Duration = Duration::from_millis(10);
+
+/// How often the resident size is read.
+pub const EVERY: Duration = Duration::from_millis(10);
+
+/// How far below the limit the resident size must fall before freed memory is kept again.
+pub const HYSTERESIS: u64 = 32 << 20;
+
+/// The resident size above which freed memory goes back promptly; 0 until a server starts.
+static LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the prompt purge delay, unless the operator set `MIMALLOC_PURGE_DELAY`. Called first
+/// thing by the binary, so a command that is not a server (the load generator, an import) keeps
+/// its memory small.
+pub fn prompt_purge() {
+    if operator_decides() {
+        return;
+    }
+    set_delay(PROMPT);
+}
+
+/// Lets freed memory stay with the allocator while the process holds less than `limit` bytes
+/// (0: never), from now on; starts the watching thread the first time. A later call changes the
+/// limit (tests start several servers in one process).
+pub fn reuse_below(limit: u64) {
+    if operator_decides() {
+        return;
+    }
+    LIMIT.store(limit, Ordering::Relaxed);
+    static WATCHER: OnceLock<()> = OnceLock::new();
+    WATCHER.get_or_init(|| {
+        let spawned = std::thread::Builder::new()
+            .name("allocator".into())
+            .spawn(watch);
+        if let Err(e) = spawned {
+            tracing::warn!("cannot watch the resident size ({e}); freed memory goes back promptly");
+        }
+    });
+}
+
+fn operator_decides() -> bool {
+    std::env::var_os("MIMALLOC_PURGE_DELAY").is_some()
+}
+
+/// What the allocator does with freed memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Keeps it for [`KEEP`].
+    Keep,
+    /// Gives it back after [`PROMPT`].
+    Prompt,
+}
+
+/// The mode for a process holding `resident` bytes under `limit`, in `mode` now.
+pub fn next(mode: Mode, resident: u64, limit: u64) -> Mode {
+    match mode {
+        _ if resident >= limit => Mode::Prompt,
+        Mode::Prompt if resident.saturating_add(HYSTERESIS) > limit => Mode::Prompt,
+        _ => Mode::Keep,
+    }
+}
+
+/// The watching thread: reads the resident size every [`EVERY`] and switches the mode.
+fn watch() {
+    let Some(mut statm) = Statm::open() else {
+        tracing::warn!("cannot read /proc/self/statm; freed memory goes back promptly");
+        return;
+    };
+    let mut mode = Mode::Prompt;
+    loop {
+        std::thread::sleep(EVERY);
+        let Some(resident) = statm.resident() else {
+            continue;
+        };
+        let now = next(mode, resident, LIMIT.load(Ordering::Relaxed));
+        if now != mode {
+            switch(now);
+            mode = now;
+            tracing::debug!(resident, ?mode, "freed memory");
+        }
+    }
+}
+
+/// Puts `mode` in force; going prompt also gives back, now, what was waiting to be.
+pub fn switch(mode: Mode) {
+    match mode {
+        Mode::Keep => set_delay(KEEP),
+        Mode::Prompt => {
+            set_delay(PROMPT);
+            // SAFETY: mi_collect walks mimalloc's own structures under its own locks; forced, it
+            // also purges every arena's freed ranges, whichever thread freed them.
+            unsafe { libmimalloc_sys::mi_collect(true) }
+        }
+    }
+    metrics::gauge!("stowage_allocator_purge_delay_seconds").set(delay().as_secs_f64());
+}
+
+fn set_delay(delay: Duration) {
+    // SAFETY: mi_option_set stores an integer in mimalloc's option table, which every purge
+    // reads afresh; no memory of ours is touched.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, delay.as_millis() as _) }
+}
+
+/// The purge delay in force.
+pub fn delay() -> Duration {
+    // SAFETY: reads an integer from mimalloc's option table.
+    let ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+/// `/proc/self/statm`, kept open and read from its start each time.
+pub struct Statm {
+    file: std::fs::File,
+    page: u64,
+    /// Read into, again and again. Allocated on the watching thread, which so has a heap of its
+    /// own: mimalloc ignores a collect from a thread that never allocated.
+    buf: Vec<u8>,
+}
+
+impl Statm {
+    pub fn open() -> Option<Self> {
+        // SAFETY: sysconf reads a constant of the system.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        Some(Statm {
+            file: std::fs::File::open("/proc/self/statm").ok()?,
+            page: u64::try_from(page).ok().filter(|&p| p > 0)?,
+            buf: vec![0; 128],
+        })
+    }
+
+    /// Resident bytes: the second of statm's numbers, in pages.
+    pub fn resident(&mut self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(&mut self.buf, 0).ok()?;
+        let text = std::str::from_utf8(&self.buf[..n]).ok()?;
+        let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+        Some(pages * self.page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    /// Above the limit the memory goes back; it is kept again only well below it.
+    #[test]
+    fn the_mode_follows_the_resident_size_with_a_margin() {
+        let limit = 320 * MIB;
+        assert_eq!(next(Mode::Keep, 100 * MIB, limit), Mode::Keep);
+        assert_eq!(next(Mode::Keep, limit, limit), Mode::Prompt);
+        assert_eq!(next(Mode::Prompt, limit - MIB, limit), Mode::Prompt);
+        assert_eq!(next(Mode::Prompt, limit - HYSTERESIS, limit), Mode::Keep);
+        assert_eq!(next(Mode::Prompt, 10 * MIB, limit), Mode::Keep);
+        // The limit 0: always prompt.
+        assert_eq!(next(Mode::Keep, 0, 0), Mode::Prompt);
+        assert_eq!(next(Mode::Prompt, 0, 0), Mode::Prompt);
+    }
+
+    /// The resident size is read from the running process. (What switching does to the
+    /// allocator is tested where mimalloc is the allocator: the binary's tests, `src/main.rs`.)
+    #[test]
+    fn the_resident_size_is_the_process_s() {
+        let mut statm = Statm::open().unwrap();
+        let before = statm.resident().unwrap();
+        let held: Vec<u8> = vec![1; 64 << 20];
+        let after = statm.resident().unwrap();
+        assert!(after >= before + (60 << 20), "{before} then {after}");
+        drop(held);
+    }
+}
