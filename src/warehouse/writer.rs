@@ -1,9 +1,9 @@
 //! Encodes a record batch as one Parquet file in memory: ZSTD, page statistics (so readers can
-//! prune row groups by `timestamp`), rows in the order given, and strings, numbers and
-//! timestamps dictionary-encoded where their values repeat (SPEC §4.3; chosen per column from a
-//! sample of the batch, see [`repeats`]; the writer itself falls back to plain pages once a
-//! column chunk's dictionary passes 1 MiB). Strings that do not repeat (message ids, order
-//! ids) are written plain; integers and timestamps that do not repeat are delta-encoded.
+//! prune row groups by `timestamp`), rows in the order given, dictionary-encoded strings (SPEC
+//! §4.3; the writer itself falls back to plain pages once a column chunk's dictionary passes
+//! 1 MiB), and numbers and timestamps dictionary-encoded only where their values repeat (chosen
+//! per column from a sample of the batch, see [`repeats`]); integers and timestamps that do not
+//! repeat are delta-encoded instead.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
@@ -14,7 +14,6 @@ use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
-use std::hash::BuildHasher;
 
 use crate::config::ParquetConfig;
 
@@ -68,18 +67,15 @@ fn properties_of(
     Ok(b.build())
 }
 
-/// Whether the string, int64, float64 or timestamp column `col`'s values repeat enough for a
-/// dictionary to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at most
-/// 90 % distinct. A column of unique values (ids, measurements, full-precision floats) written
-/// with a dictionary stores every value in the dictionary page plus a bit-packed index per row,
-/// and a reader decodes both and gathers; plain pages are quicker to decode and smaller after
-/// ZSTD (the 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %;
-/// BENCHMARKS.md). Unique strings cost the writer most: each is hashed and interned into a
-/// dictionary that passes 1 MiB within a few tens of thousands of ids, and then the chunk is
-/// written plain anyway. 20,000 distinct values in 100,000 rows show ~88 % distinct in the
-/// sample and keep their dictionary. A sample can be fooled (values that cycle in step with it
-/// look distinct); a wrong guess costs size and speed, never values. `None` for other types
-/// (the writer's default: a dictionary).
+/// Whether the int64, float64 or timestamp column `col`'s values repeat enough for a dictionary
+/// to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at most 90 %
+/// distinct. A column of unique values (ids, measurements, full-precision floats) written with a
+/// dictionary stores every value in the dictionary page plus a bit-packed index per row, and a
+/// reader decodes both and gathers; plain pages are quicker to decode and smaller after ZSTD (the
+/// 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %; BENCHMARKS.md). 20,000
+/// distinct values in 100,000 rows show ~88 % distinct in the sample and keep their dictionary.
+/// A sample can be fooled (values that cycle in step with it look distinct); a wrong guess costs
+/// size and speed, never values. `None` for other types (the writer's default: a dictionary).
 pub fn repeats(col: &dyn Array) -> Option<bool> {
     repeats_across(&[col])
 }
@@ -88,18 +84,10 @@ pub fn repeats(col: &dyn Array) -> Option<bool> {
 fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
     if !matches!(
         chunks.first()?.data_type(),
-        DataType::Int64
-            | DataType::Float64
-            | DataType::Timestamp(_, _)
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
+        DataType::Int64 | DataType::Float64 | DataType::Timestamp(_, _)
     ) {
         return None;
     }
-    // Strings are sampled by a hash of their text: a collision among a few thousand samples
-    // (~2⁻⁴⁰) would only make a column look less distinct than it is.
-    let text = &foldhash::fast::FixedState::default();
     let total: usize = chunks.iter().map(|c| c.len()).sum();
     let step = total.div_ceil(SAMPLE).max(1);
     let mut seen = foldhash::HashSet::with_capacity_and_hasher(SAMPLE, Default::default());
@@ -119,18 +107,6 @@ fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
             DataType::Timestamp(_, _) => {
                 let a = col.as_primitive::<TimestampMicrosecondType>();
                 Box::new(move |i| a.value(i) as u64)
-            }
-            DataType::Utf8 => {
-                let a = col.as_string::<i32>();
-                Box::new(move |i| text.hash_one(a.value(i)))
-            }
-            DataType::LargeUtf8 => {
-                let a = col.as_string::<i64>();
-                Box::new(move |i| text.hash_one(a.value(i)))
-            }
-            DataType::Utf8View => {
-                let a = col.as_string_view();
-                Box::new(move |i| text.hash_one(a.value(i)))
             }
             _ => return None,
         };
@@ -235,13 +211,6 @@ mod tests {
                 "mobile",
                 Arc::new(BooleanArray::from_iter((0..n).map(|i| Some(i % 2 == 0)))),
             ),
-            // Message ids: one each, all alike but for the end.
-            (
-                "message_id",
-                Arc::new(StringArray::from_iter_values(
-                    (0..n).map(|i| format!("bench-c763cc0fb34b6c56-{i:012}")),
-                )),
-            ),
             // One value in the first 8,192 rows, distinct after: ~84 % distinct over the whole
             // column (a dictionary), all distinct in the tail alone.
             (
@@ -251,21 +220,14 @@ mod tests {
         ]);
         assert_eq!(repeats(b.column(0).as_ref()), Some(false));
         assert_eq!(repeats(b.column(1).as_ref()), Some(false));
-        assert_eq!(repeats(b.column(2).as_ref()), Some(true));
+        assert_eq!(repeats(b.column(2).as_ref()), None);
         assert_eq!(repeats(b.column(3).as_ref()), Some(true));
         assert_eq!(repeats(b.column(4).as_ref()), None);
-        assert_eq!(repeats(b.column(5).as_ref()), Some(false));
-        assert_eq!(repeats(b.column(6).as_ref()), Some(true));
+        assert_eq!(repeats(b.column(5).as_ref()), Some(true));
         assert_eq!(
-            repeats(&b.column(6).slice(8192, n as usize - 8192)),
+            repeats(&b.column(5).slice(8192, n as usize - 8192)),
             Some(false)
         );
-        // The same texts in the other string layouts sample alike.
-        let ids = b.column(5).as_string::<i32>();
-        let large = arrow::array::LargeStringArray::from_iter_values(ids.iter().flatten());
-        let view = arrow::array::StringViewArray::from_iter_values(ids.iter().flatten());
-        assert_eq!(repeats(&large), Some(false));
-        assert_eq!(repeats(&view), Some(false));
         // Sampled across a column held in chunks, the same answers.
         for (i, col) in b.columns().iter().enumerate() {
             let (head, tail) = (col.slice(0, 8192), col.slice(8192, col.len() - 8192));
@@ -277,14 +239,12 @@ mod tests {
         }
 
         let file = encode(&b, &ParquetConfig::default()).unwrap();
-        let reader = SerializedFileReader::new(file.clone()).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
         let rg = reader.metadata().row_group(0);
-        let dict: Vec<bool> = (0..6)
+        let dict: Vec<bool> = (0..3)
             .map(|i| rg.column(i).dictionary_page_offset().is_some())
             .collect();
-        // Booleans are never dictionary-encoded.
-        assert_eq!(dict, [false, false, true, true, false, false]);
-        assert_eq!(read_back(file.clone()), b);
+        assert_eq!(dict, [false, false, true]);
         let encodings: Vec<_> = (0..4).map(|i| rg.column(i).encodings().collect()).collect();
         let delta = |e: &Vec<Encoding>| e.contains(&Encoding::DELTA_BINARY_PACKED);
         assert!(delta(&encodings[0]), "unique ints: {:?}", encodings[0]);
