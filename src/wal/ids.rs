@@ -79,7 +79,7 @@ impl IdArchive {
         // A segment written by this process brings its ids; one found at start-up is read.
         let mut read = Vec::new();
         let (buf, count, newest) = match &seg.ids {
-            Some(ids) => (&ids.records, ids.count, ids.newest),
+            Some(ids) => (&ids.chunks[..], ids.count, ids.newest),
             None => {
                 let (records, _) = segment::read(&seg.path)?;
                 let (mut count, mut newest) = (0usize, i64::MIN);
@@ -96,7 +96,7 @@ impl IdArchive {
                     count += 1;
                     newest = newest.max(r.received_at);
                 }
-                (&read, count, newest)
+                (std::slice::from_ref(&read), count, newest)
             }
         };
         if count > 0 {
@@ -106,7 +106,9 @@ impl IdArchive {
             let written = (|| {
                 use std::io::Write;
                 let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(buf)?;
+                for chunk in buf {
+                    f.write_all(chunk)?;
+                }
                 f.sync_all()
             })();
             if let Err(e) = written {

@@ -52,7 +52,7 @@ impl LogFile {
         &mut self,
         buf: &[u8],
         (first_seq, last_seq): (u64, u64),
-        ids: &SegmentIds,
+        ids: &mut SegmentIds,
     ) -> std::io::Result<()> {
         if self.needs_cut {
             self.cut()?;
@@ -86,7 +86,7 @@ impl LogFile {
                             newest: i64::MIN,
                             ..SegmentIds::default()
                         });
-                        mine.records.extend_from_slice(&ids.records);
+                        mine.chunks.append(&mut ids.chunks);
                         mine.count += ids.count;
                         mine.newest = mine.newest.max(ids.newest);
                     }

@@ -27,8 +27,9 @@ pub struct SegmentMeta {
 /// The client ids a segment holds, as the id archive stores them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SegmentIds {
-    /// Framed records with empty bodies.
-    pub records: Vec<u8>,
+    /// Framed records with empty bodies, in the order written: one chunk a group commit, moved
+    /// in whole (a segment's ids grown in one buffer were copied again at every doubling).
+    pub chunks: Vec<Vec<u8>>,
     /// How many.
     pub count: usize,
     /// The newest receive time among them.

@@ -81,6 +81,24 @@ async fn concurrent_appends_share_groups_and_all_come_back() {
         "{fsyncs} fsyncs for {total} appends: no group was shared"
     );
 
+    // The client ids each segment collected as it was written (a chunk a group, moved in whole)
+    // archive to every id, in order.
+    let segments = wal.segments.lock().unwrap().clone();
+    assert!(
+        segments
+            .iter()
+            .any(|s| s.ids.as_ref().is_some_and(|i| i.chunks.len() > 1)),
+        "a segment holds several groups' ids"
+    );
+    let archive = ids::IdArchive::new(dir.path(), Duration::from_secs(3600), usize::MAX);
+    let now = 1_700_000_000_000_000 + i64::from(clients * each);
+    for seg in &segments {
+        archive.archive(seg, now).unwrap();
+    }
+    let mut archived = Vec::new();
+    archive.load(now, |r| archived.push(r.seq)).unwrap();
+    assert_eq!(archived, (1..=total as u64).collect::<Vec<_>>());
+
     // Read back as after a crash (the writer never closed its segment): every record, in order,
     // and nothing reported dropped — a pre-allocated segment's zero tail is not damage.
     let again = recover(dir.path(), crate::config::RecoveryPolicy::Strict).unwrap();

@@ -132,7 +132,10 @@ impl<T: Send + 'static> Writer<T> {
                 continue;
             }
             buf.clear();
-            ids.records.clear();
+            // The last group's chunk, unless a segment took it (a failed write leaves it).
+            let mut group_ids = ids.chunks.pop().unwrap_or_default();
+            ids.chunks.clear();
+            group_ids.clear();
             (ids.count, ids.newest) = (0, i64::MIN);
             let (mut first_seq, mut last_seq, mut records) = (None, 0, 0);
             for q in &appends {
@@ -153,15 +156,7 @@ impl<T: Send + 'static> Writer<T> {
                     );
                     if e.flags & FLAG_CLIENT_ID != 0 {
                         let team = e.team.as_str();
-                        encode(
-                            s,
-                            e.flags,
-                            e.received_at,
-                            team,
-                            &e.id,
-                            &[],
-                            &mut ids.records,
-                        );
+                        encode(s, e.flags, e.received_at, team, &e.id, &[], &mut group_ids);
                         ids.count += 1;
                         ids.newest = ids.newest.max(e.received_at);
                     }
@@ -180,7 +175,13 @@ impl<T: Send + 'static> Writer<T> {
                 continue;
             };
             let started = Instant::now();
-            let result = log.append(&buf, (first_seq, last_seq), &ids);
+            let chunk_room = group_ids.len();
+            ids.chunks.push(group_ids);
+            let result = log.append(&buf, (first_seq, last_seq), &mut ids);
+            if ids.chunks.is_empty() {
+                // Taken by the segment: the next group's ids start in a buffer of this size.
+                ids.chunks.push(Vec::with_capacity(chunk_room));
+            }
             last_sync = Instant::now();
             self.record_sync(started.elapsed(), records);
             match result {
