@@ -106,6 +106,7 @@ impl<T: Send + 'static> Writer<T> {
         let mut last_sync = Instant::now() - self.opts.sync_interval;
         let mut buf = Vec::with_capacity(self.opts.batch_bytes + 4096);
         let mut ids = SegmentIds::default();
+        let mut ids_room = 0usize;
         let mut carry: Vec<Queued<T>> = Vec::new();
         let mut pause = RETRY_FIRST;
         let mut last_group = 0usize;
@@ -132,10 +133,10 @@ impl<T: Send + 'static> Writer<T> {
                 continue;
             }
             buf.clear();
-            // The last group's chunk, unless a segment took it (a failed write leaves it).
-            let mut group_ids = ids.chunks.pop().unwrap_or_default();
+            // This group's client ids, in a buffer the size of the last group's (the segment
+            // keeps each group's buffer).
             ids.chunks.clear();
-            group_ids.clear();
+            let mut group_ids = Vec::with_capacity(ids_room);
             (ids.count, ids.newest) = (0, i64::MIN);
             let (mut first_seq, mut last_seq, mut records) = (None, 0, 0);
             for q in &appends {
@@ -175,13 +176,9 @@ impl<T: Send + 'static> Writer<T> {
                 continue;
             };
             let started = Instant::now();
-            let chunk_room = group_ids.len();
+            ids_room = group_ids.len();
             ids.chunks.push(group_ids);
             let result = log.append(&buf, (first_seq, last_seq), &mut ids);
-            if ids.chunks.is_empty() {
-                // Taken by the segment: the next group's ids start in a buffer of this size.
-                ids.chunks.push(Vec::with_capacity(chunk_room));
-            }
             last_sync = Instant::now();
             self.record_sync(started.elapsed(), records);
             match result {
