@@ -201,10 +201,13 @@ async fn every_node_agrees_on_revocations_and_sign_in_attempts() {
     let checked = statuses.iter().filter(|s| **s == 401 || **s == 200).count();
     let throttled = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!(checked + throttled, 41, "{statuses:?}");
+    // The right password, checked among the first 5, clears the count (as one by one would):
+    // 5 more may be checked after it.
+    let cleared = if statuses.contains(&200) { 5 } else { 0 };
     assert!(
-        checked <= 5 + due_late,
+        checked <= 5 + due_late + cleared,
         "{checked} attempts were checked across three nodes in {took:.2} s; the limit is 5 \
-         (+{due_late} for the time the burst took): {statuses:?}"
+         (+{due_late} for the time the burst took, +{cleared} after a success): {statuses:?}"
     );
 }
 

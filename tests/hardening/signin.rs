@@ -72,10 +72,13 @@ async fn guesses_sent_at_once_are_held_to_the_limit() {
         "only 401, 200 or 429: {:?}",
         answers.iter().map(|r| r.status).collect::<Vec<_>>()
     );
+    // The right password, checked among the first 5, clears the count (as one by one): 5 more
+    // may be checked after it.
+    let cleared = if right_ok > 0 { 5 } else { 0 };
     assert!(
-        checked_wrong + right_ok <= 5 + due_late,
+        checked_wrong + right_ok <= 5 + due_late + cleared,
         "{checked_wrong} wrong passwords and {right_ok} right one were checked in {took:.2} s; \
-         the limit is 5 (+{due_late} for the time the burst took)"
+         the limit is 5 (+{due_late} for the time the burst took, +{cleared} after a success)"
     );
     for r in answers.iter().filter(|r| r.status == 429) {
         r.expect(429, Some("too_many_attempts"), "throttled");
