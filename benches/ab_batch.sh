@@ -16,6 +16,8 @@
 #   DURATION=8s     load per round
 #   BATCH=500       events per request (sdk 458, wide 331, strings 316 fit the body limit)
 #   CONNECTIONS=8   connections of each load generator
+#   MODE=ndjson     `bench ingest --mode`: ndjson, batch, or single (one event a request, to
+#                   POST /v1/event; BATCH is then ignored)
 #   STOWAGE_BIN=target/release/stowage   the load generator
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,7 @@ ROUNDS=${ROUNDS:-6}
 DURATION=${DURATION:-8s}
 BATCH=${BATCH:-500}
 CONNECTIONS=${CONNECTIONS:-8}
+MODE=${MODE:-ndjson}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
 for b in "$BASE" "$NEW" "$STOWAGE_BIN"; do
     [ -x "$b" ] || { echo "ab_batch: $b is not an executable" >&2; exit 1; }
@@ -68,10 +71,10 @@ for round in $(seq "$ROUNDS"); do
     start a "$first" 9471; PA=$PID UA=$URL TA=$TOKEN
     start b "$second" 9472; PB=$PID UB=$URL TB=$TOKEN
     a0=$(cpu "$PA"); b0=$(cpu "$PB")
-    "$STOWAGE_BIN" bench ingest --url "$UA" --token "$TA" --mix "$MIX" --mode ndjson \
+    "$STOWAGE_BIN" bench ingest --url "$UA" --token "$TA" --mix "$MIX" --mode "$MODE" \
         --batch-size "$BATCH" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/a.json" 2>/dev/null &
     LA=$!
-    "$STOWAGE_BIN" bench ingest --url "$UB" --token "$TB" --mix "$MIX" --mode ndjson \
+    "$STOWAGE_BIN" bench ingest --url "$UB" --token "$TB" --mix "$MIX" --mode "$MODE" \
         --batch-size "$BATCH" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>/dev/null
     wait "$LA"
     a1=$(cpu "$PA"); b1=$(cpu "$PB")

@@ -164,7 +164,8 @@ pub async fn serve(
         tokio::spawn(async move { axum::serve(l, app).await })
     });
     let uncapped = move |ip| trusted.iter().any(|net| net.contains(ip));
-    edge::serve(listener, router(state.clone()), limits, uncapped, shutdown).await;
+    let front = crate::http::lane::Front::new(router(state.clone()), state.clone());
+    edge::serve(listener, front, limits, uncapped, shutdown).await;
     if let Some(task) = metrics {
         task.abort();
     }

@@ -321,3 +321,167 @@ async fn every_response_has_a_request_id() {
     assert_eq!(resp.status(), 401);
     assert_eq!(id_of(&resp).as_deref(), Some("for-the-401"));
 }
+
+/// The value of `stowage_http_requests_total` for a route and status (0 before the first).
+async fn requests_counted(t: &TestServer, route: &str, status: u16) -> f64 {
+    let text = t
+        .http
+        .get(t.srv().metrics_url())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let (route, status) = (format!("route=\"{route}\""), format!("status=\"{status}\""));
+    text.lines()
+        .filter(|l| l.starts_with("stowage_http_requests_total{"))
+        .find(|l| l.contains(&route) && l.contains(&status))
+        .map_or(0.0, |l| l.rsplit(' ').next().unwrap().parse().unwrap())
+}
+
+/// The ingest routes' `POST`s are answered in front of the router (`http::lane`), and answered
+/// as the router would: the client's request id or a fresh one, the headers every response
+/// carries (the node's name when asked), the JSON errors in each endpoint's shape, the request
+/// counter; other methods on those paths and unknown calls still get the router's 405 and 404.
+#[tokio::test]
+async fn the_ingest_lane_answers_as_the_router_would() {
+    let t = TestServer::start(|c| {
+        c.server.node_header = true;
+        c.node.id = "lane-node".into();
+    })
+    .await;
+    let token = t.seeded.token.clone();
+    let send = |method: reqwest::Method, path: &str, body: String, id: Option<&str>| {
+        let mut req = t
+            .http
+            .request(method, t.url(path))
+            .header("X-Auth-Token", &token)
+            .header("Content-Type", "application/json")
+            .body(body);
+        if let Some(id) = id {
+            req = req.header("X-Request-Id", id);
+        }
+        req.send()
+    };
+    let check = |resp: &reqwest::Response, status: u16, id: Option<&str>| {
+        assert_eq!(resp.status(), status, "{resp:?}");
+        let headers = resp.headers();
+        let got = headers["x-request-id"].to_str().unwrap();
+        match id {
+            Some(id) => assert_eq!(got, id),
+            None => {
+                let fresh = uuid::Uuid::parse_str(got).unwrap();
+                assert_eq!(fresh.get_version_num(), 7, "{got}");
+            }
+        }
+        assert_eq!(headers["x-content-type-options"], "nosniff");
+        assert_eq!(headers["x-stowage-node"], "lane-node");
+    };
+    let event = json!({"event": "lane", "properties": {"n": 1}}).to_string();
+    let unsupported = requests_counted(&t, "/v1/event", 415).await;
+
+    let resp = send(
+        reqwest::Method::POST,
+        "/v1/event",
+        event.clone(),
+        Some("lane-1"),
+    )
+    .await
+    .unwrap();
+    check(&resp, 200, Some("lane-1"));
+    assert_eq!(common::status_json(resp).await.1["success"], true);
+    let resp = send(reqwest::Method::POST, "/v1/event", event.clone(), None)
+        .await
+        .unwrap();
+    check(&resp, 200, None);
+
+    let resp = send(
+        reqwest::Method::POST,
+        "/v1/event",
+        "{nope".into(),
+        Some("lane-2"),
+    )
+    .await
+    .unwrap();
+    check(&resp, 400, Some("lane-2"));
+    let (_, body) = common::status_json(resp).await;
+    assert_eq!(body["error"]["code"], "invalid_json", "{body}");
+    for _ in 0..2 {
+        let resp = t
+            .http
+            .post(t.url("/v1/event"))
+            .header("X-Auth-Token", &token)
+            .header("Content-Type", "text/plain")
+            .body(event.clone())
+            .send()
+            .await
+            .unwrap();
+        check(&resp, 415, None);
+    }
+    // Other tests of this process count too, never down.
+    assert!(requests_counted(&t, "/v1/event", 415).await >= unsupported + 2.0);
+
+    // The Segment endpoints: a call, a batch, and a refusal in their shape.
+    let track = json!({"type": "track", "event": "lane", "userId": "u1"});
+    let resp = send(
+        reqwest::Method::POST,
+        "/v1/track",
+        track.to_string(),
+        Some("lane-3"),
+    )
+    .await
+    .unwrap();
+    check(&resp, 200, Some("lane-3"));
+    let batch = json!({"batch": [track, track]}).to_string();
+    let resp = send(reqwest::Method::POST, "/v1/batch", batch, None)
+        .await
+        .unwrap();
+    check(&resp, 200, None);
+    assert_eq!(
+        common::status_json(resp).await.1["ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let resp = t
+        .http
+        .post(t.url("/v1/identify"))
+        .header("X-Auth-Token", "not-a-token")
+        .body(json!({"userId": "u1"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    check(&resp, 401, None);
+    let (_, body) = common::status_json(resp).await;
+    assert_eq!(body["code"], "invalid_token", "{body}");
+    assert_eq!(body["error"]["code"], "invalid_token", "{body}");
+
+    // Not the lane's: the router answers, with the same headers.
+    let resp = send(
+        reqwest::Method::GET,
+        "/v1/event",
+        String::new(),
+        Some("lane-4"),
+    )
+    .await
+    .unwrap();
+    check(&resp, 405, Some("lane-4"));
+    let resp = send(reqwest::Method::PUT, "/v1/batch", String::new(), None)
+        .await
+        .unwrap();
+    check(&resp, 405, None);
+    let resp = send(reqwest::Method::POST, "/v1/nosuch", event, Some("lane-5"))
+        .await
+        .unwrap();
+    check(&resp, 404, Some("lane-5"));
+
+    t.flush().await;
+    let element = t.element("lane", None);
+    assert_eq!(
+        t.rows(&element).await.len(),
+        5,
+        "two events and three track calls, each stored once"
+    );
+}

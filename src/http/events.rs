@@ -1,5 +1,5 @@
 //! `POST /v1/event`: authenticate the events token, check the content type and size, validate
-//! the event, and submit it. `200 {"success":true,"id":…}` once [`Ingest::submit`] accepts it.
+//! the event, and submit it. `200 {"success":true,"id":…}` once [`Ingest::submit`](crate::ingest::Ingest::submit) accepts it.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -9,50 +9,66 @@ use tracing::error;
 
 use super::AppState;
 use super::body::{header_str, is_json, read_limited};
+use super::request_id::Scope;
 use crate::catalog::TokenAuth;
 use crate::http::error::ApiError;
 use crate::ingest::event::parse_event;
 use crate::ingest::team::AppendError;
-use crate::ingest::{Accepted, Ingest, IngestError, Wait};
+use crate::ingest::{Accepted, IngestError, Wait};
 use crate::model::TeamId;
 
-/// Handler for a single event.
+/// Handler for a single event, behind the router's middleware (the fast lane answers `POST
+/// /v1/event` itself with [`respond`]; this serves a router driven without it).
 pub async fn post_event(
-    state: State<AppState>,
+    State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    accept(state, headers, body).await.inspect_err(|e| {
+    respond(&state, &headers, body, &Scope::Entered).await
+}
+
+/// The answer to a single event; log lines go to `scope`.
+pub async fn respond(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    scope: &Scope,
+) -> Result<Response, ApiError> {
+    accept(state, headers, body, scope).await.inspect_err(|e| {
         metrics::counter!("stowage_events_rejected_total", "code" => e.code).increment(1)
     })
 }
 
 async fn accept(
-    State(state): State<AppState>,
-    headers: HeaderMap,
+    state: &AppState,
+    headers: &HeaderMap,
     body: Body,
+    scope: &Scope,
 ) -> Result<Response, ApiError> {
     let received_at = chrono::Utc::now();
-    let team = authenticate(&state, &headers)?;
-    if !is_json(&headers) {
+    let team = check_token(state, header_token(headers).as_deref(), scope)?;
+    if !is_json(headers) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
             "Content-Type must be application/json",
         ));
     }
-    let body = read_limited(&headers, body, state.config.ingest.max_body.0 as usize).await?;
+    let body = read_limited(headers, body, state.config.ingest.max_body.0 as usize).await?;
     let rows = parse_event(&body, received_at, state.config.limits.columns_per_table)?;
     let id = rows.id.clone();
-    let wait = wait_header(&headers)?;
-    submit(
-        &state.ingest,
-        &team,
-        rows,
-        (body, received_at.timestamp_micros(), wait),
-        &state,
-    )
-    .await?;
+    let wait = wait_header(headers)?;
+    let retry = state.config.ingest.retry_after.0;
+    let result = state
+        .ingest
+        .submit(&team, rows, body, received_at.timestamp_micros(), wait)
+        .await;
+    let kind = match result {
+        Ok(Accepted::Duplicate) => "duplicate",
+        Ok(Accepted::Stored) => "stored",
+        Err(e) => return Err(ingest_error(&team, e, retry, scope)),
+    };
+    super::metrics::count("stowage_events_accepted_total", "kind", kind, 1);
     // Built by hand so `success` comes first, as SPEC §2.1 shows it.
     let mut body = Vec::with_capacity(id.len() + 32);
     body.extend_from_slice(br#"{"success":true,"id":"#);
@@ -65,10 +81,10 @@ async fn accept(
         .into_response())
 }
 
-/// The team of a valid events token (`X-Auth-Token`, or HTTP Basic with the token as the user
-/// name), or the 401/403 that explains why not.
+/// The team of a valid events token in a request's headers, for a handler behind the
+/// router's middleware, or the 401/403 that explains why not.
 pub fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<TeamId, ApiError> {
-    check_token(state, header_token(headers).as_deref())
+    check_token(state, header_token(headers).as_deref(), &Scope::Entered)
 }
 
 /// The events token a request's headers carry: `X-Auth-Token`, else the user name of HTTP Basic
@@ -91,8 +107,13 @@ pub fn header_token(headers: &HeaderMap) -> Option<String> {
     (!user.is_empty()).then(|| user.to_string())
 }
 
-/// The team of `token`, or the 401/403 that explains why not.
-pub fn check_token(state: &AppState, token: Option<&str>) -> Result<TeamId, ApiError> {
+/// The team of `token`, or the 401/403 that explains why not (a catalog failure is logged to
+/// `scope`).
+pub fn check_token(
+    state: &AppState,
+    token: Option<&str>,
+    scope: &Scope,
+) -> Result<TeamId, ApiError> {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -112,10 +133,9 @@ pub fn check_token(state: &AppState, token: Option<&str>) -> Result<TeamId, ApiE
             "invalid_token",
             "the events token is unknown or revoked",
         )),
-        Err(e) => Err(ApiError::catalog_unavailable(
-            &e,
-            state.config.ingest.retry_after.0,
-        )),
+        Err(e) => {
+            Err(scope.log(|| ApiError::catalog_unavailable(&e, state.config.ingest.retry_after.0)))
+        }
     }
 }
 
@@ -132,28 +152,13 @@ pub fn wait_header(headers: &HeaderMap) -> Result<Wait, ApiError> {
     }
 }
 
-async fn submit(
-    ingest: &std::sync::Arc<Ingest>,
+/// The client-visible error of a refused submission (a failure is logged to `scope`).
+pub fn ingest_error(
     team: &TeamId,
-    rows: crate::ingest::event::EventRows,
-    (body, received_at, wait): (bytes::Bytes, i64, Wait),
-    state: &AppState,
-) -> Result<(), ApiError> {
-    let retry = state.config.ingest.retry_after.0;
-    let result = ingest.submit(team, rows, body, received_at, wait).await;
-    let kind = match result {
-        Ok(Accepted::Duplicate) => Some("duplicate"),
-        Ok(Accepted::Stored) => Some("stored"),
-        Err(_) => None,
-    };
-    if let Some(kind) = kind {
-        super::metrics::count("stowage_events_accepted_total", "kind", kind, 1);
-    }
-    result.map(|_| ()).map_err(|e| ingest_error(team, e, retry))
-}
-
-/// The client-visible error of a refused submission.
-pub fn ingest_error(team: &TeamId, e: IngestError, retry: std::time::Duration) -> ApiError {
+    e: IngestError,
+    retry: std::time::Duration,
+    scope: &Scope,
+) -> ApiError {
     match e {
         IngestError::TeamBufferFull => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -180,7 +185,7 @@ pub fn ingest_error(team: &TeamId, e: IngestError, retry: std::time::Duration) -
         )
         .retry_after(retry),
         IngestError::Wal(_) => {
-            error!(team = %team, error = %e, "event not made durable");
+            scope.log(|| error!(team = %team, error = %e, "event not made durable"));
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "wal_unavailable",
@@ -201,7 +206,7 @@ pub fn ingest_error(team: &TeamId, e: IngestError, retry: std::time::Duration) -
             ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
         }
         IngestError::Append(AppendError::Internal(_)) => {
-            error!(team = %team, error = %e, "event not accepted");
+            scope.log(|| error!(team = %team, error = %e, "event not accepted"));
             ApiError::internal()
         }
     }

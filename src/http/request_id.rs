@@ -1,6 +1,9 @@
 //! `X-Request-Id`: every response carries one — the request's own when it sent a sane one, else a
-//! fresh UUIDv7 — and the request runs inside a `request{request_id, method, path}` span, so every
-//! log line of the request (handlers' `warn!`/`error!` too) names it. Headers are never logged.
+//! fresh UUIDv7 — and every log line of the request (handlers' `warn!`/`error!` too) is written
+//! inside a `request{request_id, method, path}` span, so it names the request. Behind the
+//! router's middleware the request runs inside that span; on the ingest fast lane
+//! ([`lane`](super::lane)) the span is opened for each line logged ([`Scope`]). Headers are
+//! never logged.
 
 use axum::extract::Request;
 use axum::http::HeaderValue;
@@ -20,6 +23,45 @@ pub fn take_or_make(req: &mut Request) -> HeaderValue {
             let id = generate();
             req.headers_mut().insert(X_REQUEST_ID, id.clone());
             id
+        }
+    }
+}
+
+/// The id of a request the fast lane answers: its own when sane, else a fresh one.
+pub fn of(headers: &axum::http::HeaderMap) -> HeaderValue {
+    match headers.get(&X_REQUEST_ID).filter(|v| is_sane(v)) {
+        Some(v) => v.clone(),
+        None => generate(),
+    }
+}
+
+/// Where a handler's log lines go: the request's span, entered already by the middleware, or —
+/// on the fast lane ([`lane`](super::lane)), which opens no span for a request that logs nothing
+/// — opened for the line.
+pub enum Scope {
+    /// The middleware's span is entered.
+    Entered,
+    /// No span yet: one is opened for each line logged.
+    Lane {
+        /// The request's id.
+        id: HeaderValue,
+        /// Its path, as logged.
+        path: &'static str,
+    },
+}
+
+impl Scope {
+    /// Runs `log` (something that logs) inside the request's span.
+    pub fn log<T>(&self, log: impl FnOnce() -> T) -> T {
+        match self {
+            Scope::Entered => log(),
+            Scope::Lane { id, path } => tracing::error_span!(
+                "request",
+                request_id = %id.to_str().unwrap_or_default(),
+                method = %"POST",
+                path = %path,
+            )
+            .in_scope(log),
         }
     }
 }
@@ -148,6 +190,40 @@ mod tests {
             "{logs}"
         );
         assert!(!logs.contains("secret"), "{logs}");
+    }
+
+    /// A line logged through a lane's scope is in the request's span; one logged beside it is
+    /// not in any.
+    #[test]
+    fn a_lane_scope_opens_the_span_for_its_line() {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::WARN)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let scope = Scope::Lane {
+            id: HeaderValue::from_static("lane-7"),
+            path: "/v1/event",
+        };
+        let answer = scope.log(|| {
+            tracing::warn!("through the scope");
+            42
+        });
+        assert_eq!(answer, 42);
+        tracing::warn!("beside it");
+        Scope::Entered.log(|| tracing::warn!("entered already"));
+        let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+        let line = |text: &str| logs.lines().find(|l| l.contains(text)).unwrap().to_string();
+        assert!(
+            line("through the scope")
+                .contains("request{request_id=lane-7 method=POST path=/v1/event}"),
+            "{logs}"
+        );
+        assert!(!line("beside it").contains("request{"), "{logs}");
+        assert!(!line("entered already").contains("request{"), "{logs}");
     }
 
     #[test]

@@ -16,22 +16,24 @@ use serde_json::value::RawValue;
 use super::AppState;
 use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
+use super::request_id::Scope;
 use crate::http::error::ApiError;
 use crate::ingest::logged::logged;
 use crate::ingest::segment::{Call, Shared, parse_message};
 use crate::ingest::submit::Item;
 use crate::ingest::top_fields::Top;
 
-/// `POST /v1/batch`.
+/// `POST /v1/batch`, behind the router's middleware (the fast lane answers `POST`s itself with
+/// [`respond`]; this serves a router driven without it).
 pub async fn post_batch(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    accept(&state, &headers, body, None).await.map_err(rejected)
+    respond(&state, &headers, body, None, &Scope::Entered).await
 }
 
-/// `POST /v1/{call}` for the six Segment calls.
+/// `POST /v1/{call}` for the six Segment calls, behind the router's middleware.
 pub async fn post_call(
     State(state): State<AppState>,
     Path(call): Path<String>,
@@ -45,7 +47,18 @@ pub async fn post_call(
             "no such endpoint",
         ));
     };
-    accept(&state, &headers, body, Some(call))
+    respond(&state, &headers, body, Some(call), &Scope::Entered).await
+}
+
+/// The answer to a batch (`call` none) or to one call; log lines go to `scope`.
+pub async fn respond(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    call: Option<Call>,
+    scope: &Scope,
+) -> Result<Response, ApiError> {
+    accept(state, headers, body, call, scope)
         .await
         .map_err(rejected)
 }
@@ -80,13 +93,14 @@ async fn accept(
     headers: &HeaderMap,
     body: Body,
     call: Option<Call>,
+    scope: &Scope,
 ) -> Result<Response, ApiError> {
     let received_at = chrono::Utc::now();
     let ingest = &state.config.ingest;
     // A token in the headers is checked before the body is read.
     let from_header = header_token(headers);
     let mut team = match &from_header {
-        Some(t) => Some(check_token(state, Some(t))?),
+        Some(t) => Some(check_token(state, Some(t), scope)?),
         None => None,
     };
     // Segment's API reads JSON whatever the label (SPEC §2.2 "Content type"): browsers'
@@ -137,7 +151,7 @@ async fn accept(
     }
     let team = match team.take() {
         Some(t) => t,
-        None => check_token(state, messages.write_key.as_deref())?,
+        None => check_token(state, messages.write_key.as_deref(), scope)?,
     };
     let wait = wait_header(headers)?;
     let max_columns = state.config.limits.columns_per_table;
@@ -194,7 +208,7 @@ async fn accept(
             }
         }
         Err(e) => {
-            let err = ingest_error(&team, e.error, retry);
+            let err = ingest_error(&team, e.error, retry, scope);
             return Err(match (e.index, call) {
                 (Some(i), None) => invalid_batch(vec![item_error(i, &err)]),
                 _ => err,

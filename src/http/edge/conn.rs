@@ -19,22 +19,19 @@ use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker, ready};
 
-use axum::Router;
 use axum::body::Body;
 use bytes::Bytes;
 use hyper::Request;
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
-use hyper::service::Service as _;
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 
-use super::Limits;
 use super::body::TimedBody;
+use super::{Limits, Responder};
 
 /// Serves one accepted connection until the peer closes it, a timeout ends it, or shutdown is
 /// asked and its request in flight is done. `_guard` (a connection slot and the "still open"
@@ -42,22 +39,21 @@ use super::body::TimedBody;
 pub async fn serve(
     stream: TcpStream,
     peer: std::net::SocketAddr,
-    router: Router,
+    responder: impl Responder,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
     _guard: super::Slot,
 ) {
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched::new(stream, activity.clone(), limits));
-    let router = TowerToHyperService::new(router);
     let body_timeout = limits.body_timeout;
     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
         let in_flight = activity.begin();
-        let mut req = req.map(|b| TimedBody::new(b, body_timeout));
+        let mut req = req.map(|b| Body::new(TimedBody::new(b, body_timeout)));
         req.extensions_mut().insert(super::ClientAddr(peer));
-        let response = router.call(req);
+        let response = responder.respond(req);
         async move {
-            let response = response.await?;
+            let response = response.await;
             Ok::<_, Infallible>(response.map(|body| Tracked {
                 body,
                 _in_flight: in_flight,

@@ -1,4 +1,5 @@
-//! The public edge: the accept loop that puts the router on the internet. It owns what a plain
+//! The public edge: the accept loop that puts the router (or what answers in front of it,
+//! [`Responder`]) on the internet. It owns what a plain
 //! `axum::serve` leaves open to half-sent requests and idle clients: a cap on open connections
 //! (`server.max_connections`; beyond it new connections wait in the listen backlog and cost
 //! nothing), a cap per client address (`server.max_connections_per_address`; beyond it a new
@@ -19,12 +20,41 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use axum::response::Response;
+use hyper::Request;
+use hyper::service::Service as _;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::config::ServerConfig;
 
 pub use body::{BodyTimedOut, TimedBody, is_body_timeout};
+
+/// What answers a connection's requests: a [`Router`], or a service in front of one.
+pub trait Responder: Clone + Send + Sync + 'static {
+    /// The response to `req`.
+    fn respond(
+        &self,
+        req: Request<Body>,
+    ) -> impl Future<Output = Response> + Send + 'static + use<Self>;
+}
+
+impl Responder for Router {
+    fn respond(
+        &self,
+        req: Request<Body>,
+    ) -> impl Future<Output = Response> + Send + 'static + use<> {
+        let routed = TowerToHyperService::new(self.clone()).call(req);
+        async move {
+            match routed.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
 
 /// The edge's timeouts and connection cap, from `[server]`.
 #[derive(Debug, Clone, Copy)]
@@ -53,12 +83,12 @@ impl From<&ServerConfig> for Limits {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then waits until every connection
+/// Serves `responder` on `listener` until `shutdown` resolves, then waits until every connection
 /// has closed (requests in flight finish; idle connections close at once). Peers for which
 /// `uncapped` is true (trusted proxies, carrying many clients) have no per-address cap.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    responder: impl Responder,
     limits: Limits,
     uncapped: impl Fn(IpAddr) -> bool,
     shutdown: impl Future<Output = ()> + Send,
@@ -126,7 +156,7 @@ pub async fn serve(
         tokio::spawn(conn::serve(
             stream,
             peer,
-            router.clone(),
+            responder.clone(),
             limits,
             stop_rx.clone(),
             guard,
