@@ -282,3 +282,103 @@ async fn batch_context_fills_missing_keys_and_event_names_avoid_call_tables() {
         "a track call never lands in pages"
     );
 }
+
+/// A batch large enough to be built into a batch per table (`ingest::bulk`, 64 rows of a table)
+/// is checked against the table and column limits by those batches' columns: within them it is
+/// stored and its columns count for later requests; past them the event at fault is named, and
+/// nothing of the batch is kept, neither its rows nor its columns.
+#[tokio::test]
+async fn limits_hold_for_batches_built_per_table() {
+    const COLUMNS: usize = 40;
+    let t = TestServer::start(|c| {
+        c.limits.columns_per_table = COLUMNS;
+        c.limits.tables_per_team = 3;
+    })
+    .await;
+    let token = t.seeded.token.clone();
+    let message = |i: usize, event: &str, props: &[String]| {
+        let props: serde_json::Map<String, Value> =
+            props.iter().map(|p| (p.clone(), json!(i))).collect();
+        json!({"type": "track", "event": event, "userId": "u", "messageId": format!("{event}-{i}"),
+               "properties": props})
+    };
+    let names = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+    let send = |messages: Vec<Value>| {
+        let body = serde_json::to_vec(&json!({ "batch": messages })).unwrap();
+        post(
+            &t,
+            "/v1/batch",
+            Some(&token),
+            Some("application/json"),
+            body,
+            false,
+        )
+    };
+    let refused = |v: &Value| -> Vec<(u64, String)> {
+        v["error"]["errors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["index"].as_u64().unwrap(),
+                    e["code"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let p = names("p", 10);
+    let (s, v) = send((0..80).map(|i| message(i, "Big", &p)).collect()).await;
+    assert_eq!(s, 200, "{v}");
+    t.flush().await;
+    let element = t.element("big", None);
+    let row = t.rows(&element).await[0].clone();
+    let standard = row.as_object().unwrap().len() - p.len();
+
+    // Event 50 brings 40 more columns: refused, and named.
+    let mut wide = p.clone();
+    wide.extend(names("q", 40));
+    let batch = (0..80)
+        .map(|i| message(100 + i, "Big", if i == 50 { &wide } else { &p }))
+        .collect();
+    let (s, v) = send(batch).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(refused(&v), [(50, "too_many_columns".to_string())], "{v}");
+
+    // Its columns were not kept: ten of them fit now, and are kept.
+    let mut ten = p.clone();
+    ten.extend(names("q", 10));
+    let (s, v) = send((0..80).map(|i| message(200 + i, "Big", &ten)).collect()).await;
+    assert_eq!(s, 200, "nothing of the refused batch counts: {v}");
+
+    // Those ten count: columns that would fit without them are refused from the first event.
+    let room = COLUMNS - standard - p.len(); // before the ten
+    let mut more = p.clone();
+    more.extend(names("r", room - 5));
+    let (s, v) = send((0..80).map(|i| message(300 + i, "Big", &more)).collect()).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(refused(&v), [(0, "too_many_columns".to_string())], "{v}");
+
+    // Tables: `tracks` and `big` are known; a third fits, a fourth does not (rows of tables too
+    // small to be built are checked one by one).
+    let mut batch: Vec<Value> = (0..80).map(|i| message(400 + i, "Big", &p)).collect();
+    batch[70] = message(470, "Other One", &p);
+    batch[75] = message(475, "Other Two", &p);
+    let (s, v) = send(batch).await;
+    assert_eq!(s, 400, "{v}");
+    assert_eq!(refused(&v), [(75, "too_many_tables".to_string())], "{v}");
+
+    t.flush().await;
+    let ids: std::collections::HashSet<i64> = t
+        .rows(&element)
+        .await
+        .iter()
+        .map(|r| r["p0"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ids.len(),
+        160,
+        "the two stored batches, and nothing of the refused ones"
+    );
+    assert!(ids.iter().all(|i| *i < 80 || (200..280).contains(i)));
+}

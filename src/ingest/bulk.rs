@@ -186,6 +186,18 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<(String, RecordBatch)>> {
 }
 
 impl Plan {
+    /// Each built table's name and schema.
+    pub fn schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
+        self.tables
+            .iter()
+            .map(|(name, batch)| (name.as_str(), batch.schema_ref().as_ref()))
+    }
+
+    /// Whether `table`'s rows are in a batch.
+    pub fn built(&self, table: &str) -> bool {
+        self.tables.iter().any(|(name, _)| name == table)
+    }
+
     /// The built batches, with the events that keep rows for the actor.
     pub fn finish(self, rest: Vec<EventRows>) -> TableBatches {
         TableBatches {

@@ -231,21 +231,6 @@ impl Ingest {
                 Refusal::Team => IngestError::TeamBufferFull,
                 Refusal::Global => IngestError::Overloaded,
             })?;
-        if let Err((index, e)) =
-            self.limits
-                .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
-        {
-            self.ctx.admission.release(team, total);
-            return Err(BatchError {
-                // Only a limit is the fault of one event; an internal failure is not.
-                index: (!matches!(e, AppendError::Internal(_))).then_some(index),
-                error: e.into(),
-            });
-        }
-        // Buffered acks only while the log can be written: once a write failed, every event
-        // waits for its own write, so nothing is acknowledged that the log could not hold.
-        let waited =
-            self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
         // A large request's rows are built here, a batch per table, and ride on its last
         // entry; the actor takes them whole.
         let mut plan = (items.len() >= bulk::MIN_EVENTS)
@@ -258,6 +243,39 @@ impl Ingest {
                     .flatten()
             })
             .flatten();
+        // The limits: by the built batches' columns when there are some, else (and to name
+        // the event at fault when the request passes one) event by event.
+        let gathered = match plan.as_ref() {
+            Some(p) => {
+                let rows = items
+                    .iter()
+                    .zip(&p.rest)
+                    .filter(|(_, rest)| **rest)
+                    .flat_map(|((_, it), _)| it.rows.rows().filter(|(t, _)| !p.built(t)));
+                self.limits.admit_gathered(team, p.schemas(), rows)
+            }
+            None => Ok(false),
+        };
+        let limited = match gathered {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.limits
+                    .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
+            }
+            Err(e) => Err((0, e)),
+        };
+        if let Err((index, e)) = limited {
+            self.ctx.admission.release(team, total);
+            return Err(BatchError {
+                // Only a limit is the fault of one event; an internal failure is not.
+                index: (!matches!(e, AppendError::Internal(_))).then_some(index),
+                error: e.into(),
+            });
+        }
+        // Buffered acks only while the log can be written: once a write failed, every event
+        // waits for its own write, so nothing is acknowledged that the log could not hold.
+        let waited =
+            self.ack == AckMode::Durable || wait == Wait::Committed || !self.wal.is_healthy();
         let mut rest = Vec::new();
         let last = items.len().saturating_sub(1);
         let entries = items
