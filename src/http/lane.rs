@@ -85,6 +85,9 @@ async fn answer(
     path: &'static str,
     to: Endpoint,
 ) -> Response {
+    // The client address behind a trusted proxy (`forwarded::replace_client`) is not resolved:
+    // no ingest handler reads `ClientAddr`. One that comes to (a per-address throttle, an audit
+    // line) must resolve it here first.
     let (parts, body) = req.into_parts();
     let id = request_id::of(&parts.headers);
     let scope = Scope::Lane {
