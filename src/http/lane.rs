@@ -17,6 +17,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
+use futures::future::Either;
 
 use super::edge::Responder;
 use super::request_id::{self, Scope, X_REQUEST_ID};
@@ -66,13 +67,12 @@ impl Responder for Front {
             .then(|| PATHS.iter().find(|(path, _)| *path == req.uri().path()))
             .flatten()
             .copied();
-        let state = self.state.clone();
-        let router = self.router.clone();
-        async move {
-            match lane {
-                Some((path, endpoint)) => answer(&state, req, path, endpoint).await,
-                None => router.respond(req).await,
+        match lane {
+            Some((path, endpoint)) => {
+                let state = self.state.clone();
+                Either::Left(async move { answer(&state, req, path, endpoint).await })
             }
+            None => Either::Right(self.router.respond(req)),
         }
     }
 }
