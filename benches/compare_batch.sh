@@ -9,9 +9,15 @@
 #   benches/compare_batch.sh
 #
 # Environment (all optional):
-#   EVENTS=100000      events in the NDJSON file DuckDB converts, per mix
-#   DUCKDB_RUNS=3      DuckDB conversions of that file; the median is the baseline (one run of
-#                      the narrow mix takes ~0.13 s and varied 473k–822k events/s)
+#   EVENTS=1000000     events in the NDJSON file DuckDB converts, per mix. DuckDB's start-up
+#                      (reading, sampling the schema, starting its threads) is a fixed cost: at
+#                      100,000 events it was up to half of a narrow run and raised stowage's
+#                      ratio 2x (narrow 0.46 against 0.24 at 400,000 and 0.18-0.20 at 1,000,000;
+#                      BENCHMARKS.md, thirteenth session). A million lets DuckDB run at its
+#                      steady rate, as stowage does over its 10 s.
+#   DUCKDB_RUNS=3      DuckDB conversions of that file; the median is the baseline (at 100,000
+#                      events one run of the narrow mix took ~0.13 s and varied 473k–822k
+#                      events/s; at a million, 0.80–1.04 s)
 #   MIXES="shop wide narrow sdk strings"   the event mixes (`stowage bench gen --mix`), each
 #                      measured on its own: DuckDB, then a fresh stowage
 #   DURATION=10s       length of the stowage run
@@ -38,7 +44,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-EVENTS=${EVENTS:-100000}
+EVENTS=${EVENTS:-1000000}
 MIXES=${MIXES:-shop wide narrow sdk strings}
 DURATION=${DURATION:-10s}
 BATCH=${BATCH:-500}
