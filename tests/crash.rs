@@ -308,14 +308,7 @@ async fn corrupt_record_mid_log_stops_startup_unless_told_to_truncate() {
 
 /// The value of a counter in `/metrics`.
 async fn metric(http: &reqwest::Client, proc: &process::Proc, name: &str) -> f64 {
-    let text = http
-        .get(proc.metrics_url())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::get_text(http, &proc.metrics_url()).await;
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())

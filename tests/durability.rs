@@ -244,15 +244,7 @@ async fn orphan_objects_are_collected_and_committed_files_kept() {
     // (not the public one).
     let public = t.http.get(t.url("/metrics")).send().await.unwrap();
     assert_eq!(public.status(), 404, "/metrics is not on the public port");
-    let text = t
-        .http
-        .get(t.srv().metrics_url())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::get_text(&t.http, &t.srv().metrics_url()).await;
     for series in [
         "stowage_wal_fsync_seconds",
         "stowage_wal_batch_entries",

@@ -324,15 +324,7 @@ async fn every_response_has_a_request_id() {
 
 /// The value of `stowage_http_requests_total` for a route and status (0 before the first).
 async fn requests_counted(t: &TestServer, route: &str, status: u16) -> f64 {
-    let text = t
-        .http
-        .get(t.srv().metrics_url())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = common::get_text(&t.http, &t.srv().metrics_url()).await;
     let (route, status) = (format!("route=\"{route}\""), format!("status=\"{status}\""));
     text.lines()
         .filter(|l| l.starts_with("stowage_http_requests_total{"))

@@ -8,6 +8,21 @@ use common::segment::{gz, post, table_ids, track};
 use common::{TestServer, status_json};
 use serde_json::{Value, json};
 
+/// The index and code of each message a refused batch names.
+fn batch_errors(v: &Value) -> Vec<(u64, String)> {
+    v["error"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["code"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn auth_by_basic_header_or_write_key_and_segment_error_shape() {
     let t = TestServer::start(|_| {}).await;
@@ -115,17 +130,7 @@ async fn one_bad_message_refuses_the_batch_listing_every_bad_index() {
     .await;
     assert_eq!(s, 400, "{v}");
     assert_eq!(v["code"], json!("invalid_batch"));
-    let errors: Vec<(u64, String)> = v["error"]["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["index"].as_u64().unwrap(),
-                e["code"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let errors = batch_errors(&v);
     let expected: Vec<(u64, String)> = [
         (1, "missing_event"),
         (2, "missing_user"),
@@ -314,19 +319,6 @@ async fn limits_hold_for_batches_built_per_table() {
             false,
         )
     };
-    let refused = |v: &Value| -> Vec<(u64, String)> {
-        v["error"]["errors"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                (
-                    e["index"].as_u64().unwrap(),
-                    e["code"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect()
-    };
     let p = names("p", 10);
     let (s, v) = send((0..80).map(|i| message(i, "Big", &p)).collect()).await;
     assert_eq!(s, 200, "{v}");
@@ -343,7 +335,11 @@ async fn limits_hold_for_batches_built_per_table() {
         .collect();
     let (s, v) = send(batch).await;
     assert_eq!(s, 400, "{v}");
-    assert_eq!(refused(&v), [(50, "too_many_columns".to_string())], "{v}");
+    assert_eq!(
+        batch_errors(&v),
+        [(50, "too_many_columns".to_string())],
+        "{v}"
+    );
 
     // Its columns were not kept: ten of them fit now, and are kept.
     let mut ten = p.clone();
@@ -357,7 +353,11 @@ async fn limits_hold_for_batches_built_per_table() {
     more.extend(names("r", room - 5));
     let (s, v) = send((0..80).map(|i| message(300 + i, "Big", &more)).collect()).await;
     assert_eq!(s, 400, "{v}");
-    assert_eq!(refused(&v), [(0, "too_many_columns".to_string())], "{v}");
+    assert_eq!(
+        batch_errors(&v),
+        [(0, "too_many_columns".to_string())],
+        "{v}"
+    );
 
     // Tables: `tracks` and `big` are known; a third fits, a fourth does not (rows of tables too
     // small to be built are checked one by one).
@@ -366,7 +366,11 @@ async fn limits_hold_for_batches_built_per_table() {
     batch[75] = message(475, "Other Two", &p);
     let (s, v) = send(batch).await;
     assert_eq!(s, 400, "{v}");
-    assert_eq!(refused(&v), [(75, "too_many_tables".to_string())], "{v}");
+    assert_eq!(
+        batch_errors(&v),
+        [(75, "too_many_tables".to_string())],
+        "{v}"
+    );
 
     t.flush().await;
     let ids: std::collections::HashSet<i64> = t

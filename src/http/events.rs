@@ -1,5 +1,6 @@
 //! `POST /v1/event`: authenticate the events token, check the content type and size, validate
-//! the event, and submit it. `200 {"success":true,"id":…}` once [`Ingest::submit`](crate::ingest::Ingest::submit) accepts it.
+//! the event, and submit it. `200 {"success":true,"id":…}` once
+//! [`Ingest::submit`](crate::ingest::Ingest::submit) accepts it.
 
 use axum::body::Body;
 use axum::extract::State;

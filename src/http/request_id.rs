@@ -162,8 +162,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn log_lines_of_a_request_carry_its_id() {
+    /// WARN and above of this thread captured in memory, until the guard is dropped.
+    fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
         let logs = Captured::default();
         let writer = logs.clone();
         let subscriber = tracing_subscriber::fmt()
@@ -171,7 +171,12 @@ mod tests {
             .with_ansi(false)
             .with_writer(move || writer.clone())
             .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
+        (logs, tracing::subscriber::set_default(subscriber))
+    }
+
+    #[tokio::test]
+    async fn log_lines_of_a_request_carry_its_id() {
+        let (logs, _default) = capture();
         let router = Router::new()
             .route("/x", get(|| async { tracing::warn!("inside the handler") }))
             .layer(axum::middleware::from_fn(request_id));
@@ -196,14 +201,7 @@ mod tests {
     /// not in any.
     #[test]
     fn a_lane_scope_opens_the_span_for_its_line() {
-        let logs = Captured::default();
-        let writer = logs.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
+        let (logs, _default) = capture();
         let scope = Scope::Lane {
             id: HeaderValue::from_static("lane-7"),
             path: "/v1/event",

@@ -197,6 +197,11 @@ impl TestServer {
     }
 }
 
+/// The body of a GET of `url`, as text (`/metrics`, for one).
+pub async fn get_text(http: &reqwest::Client, url: &str) -> String {
+    http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
 pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap();
