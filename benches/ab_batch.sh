@@ -15,6 +15,8 @@
 #   ROUNDS=6        rounds (pairs)
 #   DURATION=8s     load per round
 #   BATCH=500       events per request (sdk 458, wide 331, strings 316 fit the body limit)
+#   NEW_BATCH=$BATCH   events per request of NEW_BIN's load: with the same build as BASE_BIN
+#                   and NEW_BIN, what the size of a request does to the CPU an event
 #   CONNECTIONS=8   connections of each load generator
 #   MODE=ndjson     `bench ingest --mode`: ndjson, batch, or single (one event a request, to
 #                   POST /v1/event; BATCH is then ignored)
@@ -27,6 +29,7 @@ MIX=$1 BASE=$2 NEW=$3
 ROUNDS=${ROUNDS:-6}
 DURATION=${DURATION:-8s}
 BATCH=${BATCH:-500}
+NEW_BATCH=${NEW_BATCH:-$BATCH}
 CONNECTIONS=${CONNECTIONS:-8}
 MODE=${MODE:-ndjson}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
@@ -67,20 +70,24 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 ratios=()
 for round in $(seq "$ROUNDS"); do
-    if [ $((round % 2)) -eq 1 ]; then first=$BASE second=$NEW; else first=$NEW second=$BASE; fi
+    if [ $((round % 2)) -eq 1 ]; then
+        first=$BASE second=$NEW batch_a=$BATCH batch_b=$NEW_BATCH
+    else
+        first=$NEW second=$BASE batch_a=$NEW_BATCH batch_b=$BATCH
+    fi
     start a "$first" 9471; PA=$PID UA=$URL TA=$TOKEN
     start b "$second" 9472; PB=$PID UB=$URL TB=$TOKEN
     a0=$(cpu "$PA"); b0=$(cpu "$PB")
     "$STOWAGE_BIN" bench ingest --url "$UA" --token "$TA" --mix "$MIX" --mode "$MODE" \
-        --batch-size "$BATCH" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/a.json" 2>/dev/null &
+        --batch-size "$batch_a" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/a.json" 2>/dev/null &
     LA=$!
     "$STOWAGE_BIN" bench ingest --url "$UB" --token "$TB" --mix "$MIX" --mode "$MODE" \
-        --batch-size "$BATCH" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>/dev/null
+        --batch-size "$batch_b" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>/dev/null
     wait "$LA"
     a1=$(cpu "$PA"); b1=$(cpu "$PB")
     kill "$PA" "$PB"; wait "$PA" "$PB" 2>/dev/null || true
     PIDS=()
-    line=$(python3 - "$TMP/a.json" "$TMP/b.json" "$((a1 - a0))" "$((b1 - b0))" "$first" "$NEW" <<'PY'
+    line=$(python3 - "$TMP/a.json" "$TMP/b.json" "$((a1 - a0))" "$((b1 - b0))" "$((1 - round % 2))" <<'PY'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 ticks_a, ticks_b = int(sys.argv[3]), int(sys.argv[4])
@@ -88,7 +95,7 @@ if not a["events"] or not b["events"]:
     sys.exit(f"ab_batch: no events accepted (statuses {a['status']} / {b['status']})")
 us_a = ticks_a / 100 / a["events"] * 1e6
 us_b = ticks_b / 100 / b["events"] * 1e6
-new_first = sys.argv[5] == sys.argv[6]
+new_first = sys.argv[5] == "1"  # even rounds start NEW first (BASE and NEW may be one build)
 new_us, base_us = (us_a, us_b) if new_first else (us_b, us_a)
 new_evs, base_evs = (a, b) if new_first else (b, a)
 print(f"{new_us / base_us:.3f} base {base_us:.2f} us/ev {base_evs['events_per_s']:,.0f} ev/s"

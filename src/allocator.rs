@@ -212,7 +212,8 @@ mod tests {
         let mut statm = Statm::open().unwrap();
         let before = statm.resident().unwrap();
         // Large enough that other tests freeing memory meanwhile cannot hide it.
-        let held: Vec<u8> = vec![1; 256 << 20];
+        // black_box: an optimised build would otherwise never make the vector.
+        let held: Vec<u8> = std::hint::black_box(vec![1; 256 << 20]);
         let after = statm.resident().unwrap();
         assert!(after >= before + (128 << 20), "{before} then {after}");
         drop(held);
