@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::segment::{gz, post, table_ids, track};
+use common::segment::{gz, post, post_batch, table_ids, track};
 use common::{TestServer, status_json};
 use serde_json::{Value, json};
 
@@ -34,15 +34,7 @@ async fn auth_by_basic_header_or_write_key_and_segment_error_shape() {
             .extend(extra.as_object().unwrap().clone());
         serde_json::to_vec(&b).unwrap()
     };
-    let (s, v) = post(
-        &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
-        body(json!({})),
-        false,
-    )
-    .await;
+    let (s, v) = post_batch(&t, &token, body(json!({}))).await;
     assert_eq!((s, &v["ids"]), (200, &json!(["a1"])), "{v}");
     let (s, v) = post(
         &t,
@@ -88,15 +80,7 @@ async fn auth_by_basic_header_or_write_key_and_segment_error_shape() {
     t.catalog()
         .set_events_enabled(&t.seeded.team, false)
         .unwrap();
-    let (s, v) = post(
-        &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
-        body(json!({})),
-        false,
-    )
-    .await;
+    let (s, v) = post_batch(&t, &token, body(json!({}))).await;
     assert_eq!(
         (s, v["code"].as_str()),
         (403, Some("events_disabled")),
@@ -119,15 +103,7 @@ async fn one_bad_message_refuses_the_batch_listing_every_bad_index() {
         7,
         track("ok-2"),
     ]});
-    let (s, v) = post(
-        &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
-        serde_json::to_vec(&batch).unwrap(),
-        false,
-    )
-    .await;
+    let (s, v) = post_batch(&t, &token, serde_json::to_vec(&batch).unwrap()).await;
     assert_eq!(s, 400, "{v}");
     assert_eq!(v["code"], json!("invalid_batch"));
     let errors = batch_errors(&v);
@@ -190,13 +166,10 @@ async fn ndjson_gzip_duplicates_and_limits() {
 
     // More messages than allowed.
     let many: Vec<Value> = (0..11).map(|i| track(&format!("m{i}"))).collect();
-    let (s, v) = post(
+    let (s, v) = post_batch(
         &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
+        &token,
         serde_json::to_vec(&json!({"batch": many})).unwrap(),
-        false,
     )
     .await;
     assert_eq!(
@@ -225,15 +198,7 @@ async fn ndjson_gzip_duplicates_and_limits() {
     let ctx = json!({"blob": "x".repeat(40 * 1024)});
     let many: Vec<Value> = (0..10).map(|i| track(&format!("c{i}"))).collect();
     let body = serde_json::to_vec(&json!({"context": ctx, "batch": many})).unwrap();
-    let (s, v) = post(
-        &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
-        body,
-        false,
-    )
-    .await;
+    let (s, v) = post_batch(&t, &token, body).await;
     assert_eq!(
         (s, v["code"].as_str()),
         (413, Some("payload_too_large")),
@@ -262,15 +227,7 @@ async fn batch_context_fills_missing_keys_and_event_names_avoid_call_tables() {
             {"type": "track", "event": "Pages", "userId": "u", "messageId": "p1", "context": {"ip": "2.2.2.2"}},
         ]
     });
-    let (s, v) = post(
-        &t,
-        "/v1/batch",
-        Some(&token),
-        Some("application/json"),
-        serde_json::to_vec(&batch).unwrap(),
-        false,
-    )
-    .await;
+    let (s, v) = post_batch(&t, &token, serde_json::to_vec(&batch).unwrap()).await;
     assert_eq!(s, 200, "{v}");
     t.flush().await;
     let element = t.element("pages_event", None);
@@ -310,14 +267,7 @@ async fn limits_hold_for_batches_built_per_table() {
     let names = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
     let send = |messages: Vec<Value>| {
         let body = serde_json::to_vec(&json!({ "batch": messages })).unwrap();
-        post(
-            &t,
-            "/v1/batch",
-            Some(&token),
-            Some("application/json"),
-            body,
-            false,
-        )
+        post_batch(&t, &token, body)
     };
     let p = names("p", 10);
     let (s, v) = send((0..80).map(|i| message(i, "Big", &p)).collect()).await;

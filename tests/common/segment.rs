@@ -33,6 +33,19 @@ pub async fn post(
     status_json(req.body(body).send().await.unwrap()).await
 }
 
+/// POSTs a JSON `body` to `/v1/batch` with `token` (the common case of [`post`]).
+pub async fn post_batch(t: &TestServer, token: &str, body: Vec<u8>) -> (u16, Value) {
+    post(
+        t,
+        "/v1/batch",
+        Some(token),
+        Some("application/json"),
+        body,
+        false,
+    )
+    .await
+}
+
 /// `data` gzipped.
 pub fn gz(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
