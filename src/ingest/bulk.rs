@@ -209,14 +209,14 @@ impl Plan {
 
 /// Whether two column names are the same; the call's own names are static, so the same
 /// address says so without comparing the text.
-fn same_name(a: &Name, b: &Name) -> bool {
+pub(super) fn same_name(a: &Name, b: &Name) -> bool {
     (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
 }
 
 /// An event table's batch: the `fixed` columns taken from `tracks` at `picks`, then the columns
 /// of `rest`; an error if one of those takes a `fixed` name (the call's own names are reserved,
 /// so none should, and a batch would hold the name twice).
-fn beside_tracks(
+pub(super) fn beside_tracks(
     tracks: &RecordBatch,
     mut rest: TableBuffer,
     picks: Vec<u32>,

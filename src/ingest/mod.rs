@@ -14,6 +14,7 @@ pub mod cadence;
 pub mod control;
 pub mod ctx;
 pub mod dedup;
+pub mod direct;
 pub mod dispatch;
 pub mod event;
 pub mod event_time;

@@ -93,6 +93,19 @@ pub fn parse_message(
     max_columns: usize,
     id_override: Option<&str>,
 ) -> Result<(Call, EventRows), Invalid> {
+    let (call, parts) = message_parts(msg, call, shared, received_at, id_override)?;
+    Ok((call, finish(parts, max_columns)?))
+}
+
+/// Validates one message's fields, up to its context and properties (or traits), which are
+/// left to flatten.
+pub(super) fn message_parts<'a>(
+    msg: &Top<'a>,
+    call: Option<Call>,
+    shared: Shared<'a>,
+    received_at: DateTime<Utc>,
+    id_override: Option<&str>,
+) -> Result<(Call, Parts<'a>), Invalid> {
     let call = message_call(msg, call)?;
     let rule = TimeRule::SkewCorrected {
         batch_sent_at: shared.sent_at,
@@ -165,21 +178,18 @@ pub fn parse_message(
         },
         _ => object_field(msg, properties_field)?,
     };
-    let rows = finish(
-        Parts {
-            id: common.id,
-            client_id: common.client_id,
-            tracks,
-            table,
-            standard,
-            context,
-            properties,
-            properties_field,
-            reserved: Names::PropertyReserving(call.own_columns()),
-        },
-        max_columns,
-    )?;
-    Ok((call, rows))
+    let parts = Parts {
+        id: common.id,
+        client_id: common.client_id,
+        tracks,
+        table,
+        standard,
+        context,
+        properties,
+        properties_field,
+        reserved: Names::PropertyReserving(call.own_columns()),
+    };
+    Ok((call, parts))
 }
 
 fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, Invalid> {

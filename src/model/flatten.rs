@@ -257,12 +257,7 @@ fn collect<'a>(
                 continue;
             }
         }
-        let name = naming::normalize(&joined);
-        let column = match names {
-            Names::Property => naming::property_column(name),
-            Names::PropertyReserving(extra) => naming::property_column_reserving(name, extra),
-            Names::Plain => name,
-        };
+        let column = column_name(&joined, names);
         out.push(Candidate {
             column,
             object,
@@ -272,6 +267,17 @@ fn collect<'a>(
         });
     }
     Ok(())
+}
+
+/// The column of a value at `joined`, its key path joined with `_` (`context_page_path`), as
+/// `names` finishes it.
+pub fn column_name(joined: &str, names: Names) -> String {
+    let name = naming::normalize(joined);
+    match names {
+        Names::Property => naming::property_column(name),
+        Names::PropertyReserving(extra) => naming::property_column_reserving(name, extra),
+        Names::Plain => name,
+    }
 }
 
 /// The typed value of one JSON value's text.

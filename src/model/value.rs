@@ -39,3 +39,67 @@ pub type Name = std::borrow::Cow<'static, str>;
 
 /// A named cell of a row: the column name and its value.
 pub type Cell = (Name, Value);
+
+/// A typed cell's value that borrows its text: what a row's builders read, whether the cell
+/// owns its value ([`Cell`]) or borrows it from a request's body.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ValueRef<'a> {
+    /// JSON null.
+    Null,
+    /// Boolean.
+    Bool(bool),
+    /// Integer within i64.
+    Int(i64),
+    /// Any other number.
+    Float(f64),
+    /// Text.
+    Str(&'a str),
+    /// Microseconds since the epoch, UTC.
+    Ts(i64),
+}
+
+impl ValueRef<'_> {
+    /// The column type this value asks for; `None` for null.
+    pub fn column_type(&self) -> Option<ColumnType> {
+        Some(match self {
+            ValueRef::Null => return None,
+            ValueRef::Bool(_) => ColumnType::Boolean,
+            ValueRef::Int(_) => ColumnType::Int64,
+            ValueRef::Float(_) => ColumnType::Float64,
+            ValueRef::Str(_) => ColumnType::String,
+            ValueRef::Ts(_) => ColumnType::Timestamp,
+        })
+    }
+}
+
+impl Value {
+    /// The value, its text borrowed.
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Bool(b) => ValueRef::Bool(*b),
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::Float(f) => ValueRef::Float(*f),
+            Value::Str(s) => ValueRef::Str(s),
+            Value::Ts(t) => ValueRef::Ts(*t),
+        }
+    }
+}
+
+/// A named value on its way into a row: a [`Cell`], or a name and value borrowed from
+/// elsewhere (a request's body, a cache of names).
+pub trait RowCell {
+    /// The column's name.
+    fn name(&self) -> &str;
+    /// The value.
+    fn value(&self) -> ValueRef<'_>;
+}
+
+impl RowCell for Cell {
+    fn name(&self) -> &str {
+        &self.0
+    }
+    fn value(&self) -> ValueRef<'_> {
+        self.1.as_ref()
+    }
+}

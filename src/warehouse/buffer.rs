@@ -9,228 +9,14 @@
 use foldhash::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int64Builder, StringArray,
-    StringBuilder, TimestampMicrosecondBuilder,
-};
+use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-use crate::model::schema::{ColumnType, TableSchema};
-use crate::model::text::{float_text, int_is_safe_in_float, to_text};
-use crate::model::value::{Cell, Value};
-
-/// A value of a float64 column that has seen integers.
-#[derive(Debug, Clone, Copy)]
-enum Num {
-    I(i64),
-    F(f64),
-}
-
-impl Num {
-    fn text(self) -> String {
-        match self {
-            Num::I(i) => i.to_string(),
-            Num::F(f) => float_text(f),
-        }
-    }
-}
-
-/// One column's builder.
-enum ColumnBuilder {
-    Bool(BooleanBuilder),
-    Int(Int64Builder),
-    Float(Float64Builder),
-    /// float64 with integers among its values, kept exact until written.
-    Mixed(Vec<Option<Num>>),
-    Str(StringBuilder),
-    Ts(TimestampMicrosecondBuilder),
-}
-
-impl ColumnBuilder {
-    /// A builder of type `ty` holding `nulls` nulls, with room for `room` more.
-    fn new(ty: ColumnType, nulls: usize, room: usize) -> Self {
-        let rows = nulls + room;
-        let mut b = match ty {
-            ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
-            ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::with_capacity(rows)),
-            ColumnType::Float64 => ColumnBuilder::Float(Float64Builder::with_capacity(rows)),
-            // A table never has date columns (only query results do); text if one did.
-            ColumnType::String | ColumnType::Date => {
-                ColumnBuilder::Str(StringBuilder::with_capacity(rows, rows * 8))
-            }
-            ColumnType::Timestamp => ColumnBuilder::Ts(
-                TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
-            ),
-        };
-        b.append_nulls(nulls);
-        b
-    }
-
-    fn ty(&self) -> ColumnType {
-        match self {
-            ColumnBuilder::Bool(_) => ColumnType::Boolean,
-            ColumnBuilder::Int(_) => ColumnType::Int64,
-            ColumnBuilder::Float(_) | ColumnBuilder::Mixed(_) => ColumnType::Float64,
-            ColumnBuilder::Str(_) => ColumnType::String,
-            ColumnBuilder::Ts(_) => ColumnType::Timestamp,
-        }
-    }
-
-    fn append_nulls(&mut self, n: usize) {
-        match self {
-            ColumnBuilder::Bool(b) => b.append_nulls(n),
-            ColumnBuilder::Int(b) => b.append_nulls(n),
-            ColumnBuilder::Float(b) => b.append_nulls(n),
-            ColumnBuilder::Mixed(v) => v.extend(std::iter::repeat_n(None, n)),
-            ColumnBuilder::Str(b) => b.append_nulls(n),
-            ColumnBuilder::Ts(b) => b.append_nulls(n),
-        }
-    }
-
-    /// Appends a value whose type the column already holds (after any widening).
-    fn append(&mut self, v: &Value) {
-        if let (ColumnBuilder::Float(_), Value::Int(_)) = (&*self, v) {
-            self.make_mixed();
-        }
-        match (self, v) {
-            (b, Value::Null) => b.append_nulls(1),
-            (ColumnBuilder::Bool(b), Value::Bool(x)) => b.append_value(*x),
-            (ColumnBuilder::Int(b), Value::Int(x)) => b.append_value(*x),
-            (ColumnBuilder::Float(b), Value::Float(x)) => b.append_value(*x),
-            (ColumnBuilder::Mixed(m), Value::Float(x)) => m.push(Some(Num::F(*x))),
-            (ColumnBuilder::Mixed(m), Value::Int(x)) => m.push(Some(Num::I(*x))),
-            (ColumnBuilder::Ts(b), Value::Ts(x)) => b.append_value(*x),
-            (ColumnBuilder::Str(b), Value::Str(x)) => b.append_value(x),
-            (ColumnBuilder::Str(b), other) => b.append_value(scalar_text(other)),
-            (b, other) => unreachable!("{:?} column given {other:?} without widening", b.ty()),
-        }
-    }
-
-    /// Bytes its buffers hold (capacity, not length: what the allocator gave them), counting
-    /// a validity bit per row whether or not the column has a null yet.
-    fn allocated_bytes(&self, rows: usize) -> usize {
-        let validity = rows.div_ceil(8);
-        validity
-            + match self {
-                ColumnBuilder::Bool(b) => b.capacity().div_ceil(8),
-                ColumnBuilder::Int(b) => b.capacity() * 8,
-                ColumnBuilder::Float(b) => b.capacity() * 8,
-                ColumnBuilder::Ts(b) => b.capacity() * 8,
-                ColumnBuilder::Mixed(m) => m.capacity() * std::mem::size_of::<Option<Num>>(),
-                ColumnBuilder::Str(b) => b.values_capacity() + b.offsets_capacity() * 4,
-            }
-    }
-
-    /// A float64 column about to take an integer keeps every value as it came.
-    fn make_mixed(&mut self) {
-        if let ColumnBuilder::Float(b) = self {
-            let old = b.finish();
-            *self = ColumnBuilder::Mixed(old.iter().map(|v| v.map(Num::F)).collect());
-        }
-    }
-
-    /// The finished array, and whether it is a float64 column stored as text.
-    fn finish(&mut self) -> (ArrayRef, bool) {
-        let a: ArrayRef = match self {
-            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
-            ColumnBuilder::Int(b) => Arc::new(b.finish()),
-            ColumnBuilder::Float(b) => Arc::new(b.finish()),
-            ColumnBuilder::Mixed(m) => {
-                let values = std::mem::take(m);
-                let exact = values.iter().all(|v| match v {
-                    Some(Num::I(i)) => int_is_safe_in_float(*i),
-                    _ => true,
-                });
-                if !exact {
-                    let text: StringArray = values.iter().map(|v| v.map(Num::text)).collect();
-                    return (Arc::new(text), true);
-                }
-                let floats: Float64Array = values
-                    .iter()
-                    .map(|v| {
-                        v.map(|n| match n {
-                            Num::I(i) => i as f64,
-                            Num::F(f) => f,
-                        })
-                    })
-                    .collect();
-                Arc::new(floats)
-            }
-            ColumnBuilder::Str(b) => Arc::new(b.finish()),
-            ColumnBuilder::Ts(b) => Arc::new(b.finish()),
-        };
-        (a, false)
-    }
-
-    /// The values appended so far, leaving the builder as it is (the types that widen to text
-    /// by [`to_text`]: boolean, int64, float64, timestamp).
-    fn values_so_far(&self) -> ArrayRef {
-        match self {
-            ColumnBuilder::Bool(b) => Arc::new(b.finish_cloned()),
-            ColumnBuilder::Int(b) => Arc::new(b.finish_cloned()),
-            ColumnBuilder::Float(b) => Arc::new(b.finish_cloned()),
-            ColumnBuilder::Ts(b) => Arc::new(b.finish_cloned()),
-            ColumnBuilder::Str(b) => Arc::new(b.finish_cloned()),
-            ColumnBuilder::Mixed(m) => {
-                let text: StringArray = m.iter().map(|v| v.map(Num::text)).collect();
-                Arc::new(text)
-            }
-        }
-    }
-
-    /// A builder of type `to` (float64 or string) holding every value of this one, carried over
-    /// exactly: integers into a float64 column stay integers; text as [`to_text`] gives it. This
-    /// builder is left as it is (the row asking for the widening may still fail).
-    fn widened(&self, to: ColumnType) -> Result<ColumnBuilder, ArrowError> {
-        Ok(match (to, self) {
-            (ColumnType::Float64, ColumnBuilder::Int(b)) => {
-                ColumnBuilder::Mixed(b.finish_cloned().iter().map(|v| v.map(Num::I)).collect())
-            }
-            (ColumnType::String, ColumnBuilder::Mixed(m)) => {
-                let mut b = StringBuilder::new();
-                m.iter().for_each(|v| b.append_option(v.map(Num::text)));
-                ColumnBuilder::Str(b)
-            }
-            (ColumnType::String, other) => {
-                let text = to_text(&other.values_so_far())?;
-                let text = text
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .expect("to_text gives Utf8");
-                let mut b = StringBuilder::new();
-                text.iter().for_each(|v| b.append_option(v));
-                ColumnBuilder::Str(b)
-            }
-            (to, b) => unreachable!("widening {:?} to {to:?}", b.ty()),
-        })
-    }
-}
-
-/// Text of a non-string scalar placed in a string column (as [`to_text`] writes it).
-fn scalar_text(v: &Value) -> String {
-    match v {
-        Value::Bool(x) => x.to_string(),
-        Value::Int(x) => x.to_string(),
-        Value::Float(x) => float_text(*x),
-        Value::Str(s) => s.clone(),
-        Value::Null => String::new(),
-        Value::Ts(x) => {
-            let a: ArrayRef = Arc::new(
-                arrow::array::TimestampMicrosecondArray::from(vec![*x]).with_timezone("UTC"),
-            );
-            to_text(&a)
-                .ok()
-                .and_then(|t| {
-                    t.as_any()
-                        .downcast_ref::<StringArray>()
-                        .map(|s| s.value(0).to_string())
-                })
-                .unwrap_or_default()
-        }
-    }
-}
+use super::column::ColumnBuilder;
+use crate::model::schema::TableSchema;
+use crate::model::value::RowCell;
 
 /// Rows a new column has room for (beyond the nulls it starts with) before its first doubling.
 /// Arrow's own default is 1,024, ~8 KiB a column, which a quiet team's buffer holding a few
@@ -271,21 +57,22 @@ impl TableBuffer {
     /// duplicate name in one row is skipped (the first wins), as is a null cell of an unknown
     /// column.
     /// Widened builders are put in `widened`, to replace their columns once every cell passed.
-    fn prepare<'a>(
+    fn prepare<'a, C: RowCell + 'a>(
         &mut self,
-        cells: impl IntoIterator<Item = &'a Cell>,
+        cells: impl IntoIterator<Item = &'a C>,
         row: usize,
         hints: &[Option<usize>],
         targets: &mut Vec<Option<usize>>,
         widened: &mut Vec<(usize, ColumnBuilder)>,
     ) -> Result<(), ArrowError> {
-        for (position, (name, value)) in cells.into_iter().enumerate() {
+        for (position, cell) in cells.into_iter().enumerate() {
+            let (name, value) = (cell.name(), cell.value());
             let hint = hints
                 .get(position)
                 .copied()
                 .flatten()
-                .filter(|&i| self.names.get(i).map(String::as_str) == Some(&**name));
-            let idx = match hint.or_else(|| self.index.get(&**name).copied()) {
+                .filter(|&i| self.names.get(i).map(String::as_str) == Some(name));
+            let idx = match hint.or_else(|| self.index.get(name).copied()) {
                 Some(i) => i,
                 None => {
                     let Some(ty) = value.column_type() else {
@@ -346,9 +133,9 @@ impl TableBuffer {
     /// All or nothing: the columns are found, created and widened for every cell first (the
     /// only step that can fail, and one that leaves every column as many rows long as before),
     /// then the values are appended.
-    pub fn append<'a>(
+    pub fn append<'a, C: RowCell + 'a>(
         &mut self,
-        cells: impl IntoIterator<Item = &'a Cell> + Clone,
+        cells: impl IntoIterator<Item = &'a C> + Clone,
     ) -> Result<(), ArrowError> {
         let row = self.rows;
         let mut targets = std::mem::take(&mut self.targets);
@@ -374,9 +161,9 @@ impl TableBuffer {
         for (idx, builder) in widened {
             self.columns[idx] = builder;
         }
-        for ((_, value), target) in cells.into_iter().zip(&targets) {
+        for (cell, target) in cells.into_iter().zip(&targets) {
             if let Some(idx) = *target {
-                self.columns[idx].append(value);
+                self.columns[idx].append(cell.value());
             }
         }
         // This row's columns are the next row's hints; the old hints' room is the next scratch.
@@ -417,7 +204,9 @@ impl TableBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::AsArray;
+    use crate::model::schema::ColumnType;
+    use crate::model::value::{Cell, Value};
+    use arrow::array::{AsArray, Float64Array};
 
     fn cell(n: &str, v: Value) -> Cell {
         (n.to_string().into(), v)

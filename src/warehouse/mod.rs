@@ -7,6 +7,7 @@
 
 pub mod buffer;
 pub mod chunks;
+mod column;
 pub mod compaction;
 pub mod gc;
 pub mod import;

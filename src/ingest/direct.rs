@@ -1,0 +1,400 @@
+//! A request's messages built straight into one Arrow batch per table, without making cells:
+//! the first step of the columnar path (BENCHMARKS.md, fifteenth session). A message's standard
+//! cells are made as before ([`super::segment::message_parts`]); its context and properties go
+//! from the body's text into the tables' builders, their values borrowed from the body and their
+//! column names computed once a request per key path ([`KeyPaths`]), where
+//! [`flatten`](crate::model::flatten::flatten) makes a name and a cell for every value.
+//!
+//! It takes only what needs none of flattening's bookkeeping: an object whose values land on
+//! distinct columns. A message it does not take (a collision, which `_unmapped` resolves, a
+//! name that makes no column, a value the parser refuses, a row over the column limit) ends the
+//! build ([`Unsupported`]); the caller then builds the request the usual way, which also names
+//! the fault. So every row it builds is the row the usual way builds, which its tests check
+//! against [`super::event::finish`] and [`TableBuffer::append`] of the cells.
+
+use std::hash::{BuildHasher, Hasher};
+
+use arrow::record_batch::RecordBatch;
+use chrono::{DateTime, Utc};
+use foldhash::HashMap;
+
+use super::bulk::{beside_tracks, same_name};
+use super::event::Parts;
+use super::segment::{Call, Shared, message_parts};
+use super::top_fields::Top;
+use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
+use crate::model::members::RawObject;
+use crate::model::value::{Name, RowCell, Value, ValueRef};
+use crate::warehouse::buffer::TableBuffer;
+
+/// The table every track call also writes a row to.
+const TRACKS: &str = "tracks";
+
+/// Why a request is not built directly: its messages go the usual way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unsupported;
+
+/// One table's rows in a request.
+pub struct DirectTable {
+    /// The table's name.
+    pub name: String,
+    /// Its rows, in the order of the messages.
+    pub batch: RecordBatch,
+    /// For each row, the index of the message it came from.
+    pub events: Vec<u32>,
+}
+
+/// A table being built.
+struct Building {
+    name: String,
+    /// Its rows; for an event table, the rows without the call's own cells.
+    buffer: TableBuffer,
+    events: Vec<u32>,
+    /// An event table's rows in `tracks`, whose call's own columns it gathers from there.
+    picks: Vec<u32>,
+    /// The call's own columns of an event table, in order of first appearance.
+    fixed: Vec<Name>,
+}
+
+/// A key path seen in the request: a member of the context or properties, or of an object
+/// nested in them.
+struct KeyPath {
+    parent: u32,
+    key: Box<str>,
+    /// The path joined with `_` as [`flatten`](crate::model::flatten) joins it.
+    joined: String,
+    /// How names under this path are finished.
+    names: Names,
+    /// The column of a value at this path, once one was seen: its name and its number among
+    /// the request's distinct column names.
+    column: Option<(String, u32)>,
+}
+
+/// The key paths of a request's objects, each with the column its values land on.
+#[derive(Default)]
+struct KeyPaths {
+    paths: Vec<KeyPath>,
+    by_hash: HashMap<u64, u32>,
+    /// Roots: the context, and properties by how their names are finished.
+    roots: Vec<(Option<Names>, u32)>,
+    /// Distinct column names, numbered.
+    columns: HashMap<String, u32>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl KeyPaths {
+    /// The root of the context (`names` `None`) or of properties finished by `names`.
+    fn root(&mut self, names: Option<Names>) -> u32 {
+        if let Some((_, at)) = self.roots.iter().find(|(n, _)| *n == names) {
+            return *at;
+        }
+        let at = self.paths.len() as u32;
+        self.paths.push(KeyPath {
+            parent: u32::MAX,
+            key: "".into(),
+            joined: if names.is_none() { "context" } else { "" }.to_string(),
+            names: names.unwrap_or(Names::Plain),
+            column: None,
+        });
+        self.roots.push((names, at));
+        at
+    }
+
+    /// The path of `key` under `parent`; `Err` on a hash shared with another path (never
+    /// seen: the request goes the usual way).
+    fn child(&mut self, parent: u32, key: &str) -> Result<u32, Unsupported> {
+        let mut h = self.hasher.build_hasher();
+        h.write_u32(parent);
+        h.write(key.as_bytes());
+        let hash = h.finish();
+        if let Some(&at) = self.by_hash.get(&hash) {
+            let p = &self.paths[at as usize];
+            return if p.parent == parent && *p.key == *key {
+                Ok(at)
+            } else {
+                Err(Unsupported)
+            };
+        }
+        let up = &self.paths[parent as usize];
+        let joined = if up.joined.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}_{key}", up.joined)
+        };
+        let names = up.names;
+        let at = self.paths.len() as u32;
+        self.paths.push(KeyPath {
+            parent,
+            key: key.into(),
+            joined,
+            names,
+            column: None,
+        });
+        self.by_hash.insert(hash, at);
+        Ok(at)
+    }
+
+    /// The column (name and number) of a value at `path`.
+    fn column(&mut self, path: u32) -> (&str, u32) {
+        let p = &mut self.paths[path as usize];
+        if p.column.is_none() {
+            let name = flatten::column_name(&p.joined, p.names);
+            let next = self.columns.len() as u32;
+            let number = *self.columns.entry(name.clone()).or_insert(next);
+            p.column = Some((name, number));
+        }
+        let (name, number) = p.column.as_ref().expect("set above");
+        (name, *number)
+    }
+}
+
+/// A value of a row: borrowed from the body or a cell, or text the parser unescaped.
+enum Held<'a> {
+    Borrowed(ValueRef<'a>),
+    Owned(String),
+}
+
+/// A named value of a row.
+struct Named<'a> {
+    name: &'a str,
+    value: Held<'a>,
+}
+
+impl RowCell for Named<'_> {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn value(&self) -> ValueRef<'_> {
+        match &self.value {
+            Held::Borrowed(v) => *v,
+            Held::Owned(s) => ValueRef::Str(s),
+        }
+    }
+}
+
+/// A value found in an object, before its column's name is looked up.
+struct Found<'a> {
+    path: u32,
+    value: Held<'a>,
+}
+
+/// The value of one JSON value's text, as [`flatten::typed`] reads it, borrowing its text.
+fn held(text: &str) -> Result<Held<'_>, Unsupported> {
+    let b = text.as_bytes();
+    Ok(match b.first() {
+        Some(b'"') if b.len() >= 2 && !b.contains(&b'\\') => {
+            Held::Borrowed(ValueRef::Str(&text[1..text.len() - 1]))
+        }
+        Some(b'[' | b'{') => Held::Borrowed(ValueRef::Str(text)),
+        _ => match flatten::typed(text).map_err(|_| Unsupported)? {
+            Value::Str(s) => Held::Owned(s),
+            other => Held::Borrowed(match other {
+                Value::Null => ValueRef::Null,
+                Value::Bool(x) => ValueRef::Bool(x),
+                Value::Int(x) => ValueRef::Int(x),
+                Value::Float(x) => ValueRef::Float(x),
+                Value::Ts(x) => ValueRef::Ts(x),
+                Value::Str(_) => unreachable!("matched above"),
+            }),
+        },
+    })
+}
+
+/// A request's tables, built message by message.
+#[derive(Default)]
+pub struct DirectBuild {
+    paths: KeyPaths,
+    tables: Vec<Building>,
+    /// Per column number, the last message that wrote it (to find two values on one column).
+    written: Vec<u32>,
+    messages: u32,
+}
+
+/// What the answer and the log need of a message built directly.
+#[derive(Debug)]
+pub struct Built {
+    /// The message's call.
+    pub call: Call,
+    /// Its id (`messageId`, or a new UUIDv7).
+    pub id: String,
+    /// Whether the id came from the client.
+    pub client_id: bool,
+}
+
+impl DirectBuild {
+    /// Validates one Segment message of a batch ([`message_parts`]) and adds its rows.
+    pub fn message(
+        &mut self,
+        msg: &Top,
+        shared: Shared,
+        received_at: DateTime<Utc>,
+        max_columns: usize,
+    ) -> Result<Built, Unsupported> {
+        let (call, parts) =
+            message_parts(msg, None, shared, received_at, None).map_err(|_| Unsupported)?;
+        self.add(&parts, max_columns)?;
+        Ok(Built {
+            call,
+            id: parts.id,
+            client_id: parts.client_id,
+        })
+    }
+
+    /// Adds the rows of one message: `tracks` (track calls) and its own table.
+    pub(super) fn add(&mut self, parts: &Parts, max_columns: usize) -> Result<(), Unsupported> {
+        self.messages += 1;
+        let stamp = self.messages;
+        let mut found: Vec<Found> = Vec::new();
+        if let Some(ctx) = &parts.context {
+            let root = self.paths.root(None);
+            self.walk(ctx, root, 1, &mut found)?;
+        }
+        let context_values = found.len();
+        if let Some(props) = &parts.properties {
+            let root = self.paths.root(Some(parts.reserved));
+            self.walk(props, root, 1, &mut found)?;
+        }
+        let mut row: Vec<Named> = Vec::with_capacity(parts.standard.len() + found.len());
+        row.extend(parts.standard.iter().map(|(name, value)| Named {
+            name,
+            value: Held::Borrowed(value.as_ref()),
+        }));
+        // Names are looked up after the walk, whose key paths may grow the list they live in.
+        let mut numbers = Vec::with_capacity(found.len());
+        for f in &found {
+            numbers.push(self.paths.column(f.path).1);
+        }
+        if self.written.len() < self.paths.columns.len() {
+            self.written.resize(self.paths.columns.len(), 0);
+        }
+        for &n in &numbers {
+            if self.written[n as usize] == stamp {
+                return Err(Unsupported); // two values on one column: `_unmapped`
+            }
+            self.written[n as usize] = stamp;
+        }
+        let paths = &self.paths.paths;
+        for f in found {
+            let name = &paths[f.path as usize]
+                .column
+                .as_ref()
+                .expect("named above")
+                .0;
+            row.push(Named {
+                name,
+                value: f.value,
+            });
+        }
+        let standard = parts.standard.len();
+        let tracks_cells = standard + context_values;
+        let non_null =
+            |cells: &[Named]| cells.iter().filter(|c| c.value() != ValueRef::Null).count();
+        if non_null(&row) > max_columns
+            || (parts.tracks && non_null(&row[..tracks_cells]) > max_columns)
+        {
+            return Err(Unsupported);
+        }
+        let event = stamp - 1;
+        if !parts.tracks {
+            return table(&mut self.tables, &parts.table).append(&row, event);
+        }
+        // A track call's event table takes the call's own cells from `tracks`, a column at a
+        // time when it is finished (as `bulk` does): only the rest of its row is appended.
+        let tracks = table(&mut self.tables, TRACKS);
+        tracks.append(&row[..tracks_cells], event)?;
+        let at = tracks.buffer.rows() as u32 - 1;
+        let own = table(&mut self.tables, &parts.table);
+        for (name, _) in &parts.standard {
+            if !own.fixed.iter().any(|f| same_name(f, name)) {
+                own.fixed.push(name.clone());
+            }
+        }
+        own.picks.push(at);
+        own.append(&row[standard..], event)
+    }
+
+    /// The values of `obj` (at key path `at`, `depth` keys deep) in `found`, in the order
+    /// [`flatten`](crate::model::flatten::flatten) gives their cells.
+    fn walk<'a>(
+        &mut self,
+        obj: &RawObject<'a>,
+        at: u32,
+        depth: usize,
+        found: &mut Vec<Found<'a>>,
+    ) -> Result<(), Unsupported> {
+        for (key, text) in &obj.0 {
+            if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
+                return Err(Unsupported);
+            }
+            let path = self.paths.child(at, key)?;
+            if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
+                let inner = RawObject::of_valid(text).map_err(|_| Unsupported)?;
+                if !inner.0.is_empty() {
+                    self.walk(&inner, path, depth + 1, found)?;
+                    continue;
+                }
+            }
+            found.push(Found {
+                path,
+                value: held(text)?,
+            });
+        }
+        Ok(())
+    }
+
+    /// The tables built, in the order their first rows came.
+    pub fn finish(self) -> Result<Vec<DirectTable>, Unsupported> {
+        let mut tables = self.tables;
+        let tracks = match tables.iter_mut().find(|t| t.name == TRACKS) {
+            Some(t) => Some(t.buffer.take_batch()),
+            None => None,
+        };
+        let mut out = Vec::with_capacity(tables.len());
+        for mut t in tables {
+            let batch = match (&tracks, t.picks.is_empty()) {
+                (Some(tracks), _) if t.name == TRACKS => tracks.clone(),
+                (_, true) => t.buffer.take_batch(),
+                (Some(tracks), false) => {
+                    beside_tracks(tracks, t.buffer, t.picks, &t.fixed).map_err(|_| Unsupported)?
+                }
+                (None, false) => return Err(Unsupported),
+            };
+            out.push(DirectTable {
+                name: t.name,
+                batch,
+                events: t.events,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The table `name` among `tables`, made when missing.
+fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
+    let at = match tables.iter().position(|t| t.name == name) {
+        Some(at) => at,
+        None => {
+            tables.push(Building {
+                name: name.to_string(),
+                buffer: TableBuffer::default(),
+                events: Vec::new(),
+                picks: Vec::new(),
+                fixed: Vec::new(),
+            });
+            tables.len() - 1
+        }
+    };
+    &mut tables[at]
+}
+
+impl Building {
+    fn append(&mut self, row: &[Named], event: u32) -> Result<(), Unsupported> {
+        self.buffer.append(row).map_err(|_| Unsupported)?;
+        self.events.push(event);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "direct_tests.rs"]
+mod tests;

@@ -1,0 +1,167 @@
+//! The direct build against the usual one: the same messages, the same tables, batch for batch.
+
+use super::*;
+use crate::bench::generator::Generator;
+use crate::bench::mixes::Mix;
+use crate::ingest::segment::parse_message;
+
+const MAX_COLUMNS: usize = 1000;
+
+fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(1_795_000_000_123_456).unwrap()
+}
+
+/// Each table's rows as the usual way builds them: cells, then every row appended whole.
+fn usual(msgs: &[String]) -> Vec<(String, RecordBatch)> {
+    let mut tables: Vec<(String, TableBuffer)> = Vec::new();
+    for m in msgs {
+        let top = Top::parse(m).unwrap();
+        let (_, rows) = parse_message(&top, None, Shared::default(), now(), MAX_COLUMNS, None)
+            .unwrap_or_else(|e| panic!("{m}: {e:?}"));
+        for (table, cells) in rows.rows() {
+            let at = match tables.iter().position(|(n, _)| n == table) {
+                Some(at) => at,
+                None => {
+                    tables.push((table.to_string(), TableBuffer::default()));
+                    tables.len() - 1
+                }
+            };
+            tables[at].1.append(cells).unwrap();
+        }
+    }
+    tables
+        .into_iter()
+        .map(|(n, mut b)| (n, b.take_batch()))
+        .collect()
+}
+
+fn direct(msgs: &[String]) -> Result<Vec<DirectTable>, Unsupported> {
+    let mut build = DirectBuild::default();
+    for m in msgs {
+        let top = Top::parse(m).unwrap();
+        build.message(&top, Shared::default(), now(), MAX_COLUMNS)?;
+    }
+    build.finish()
+}
+
+fn assert_same(msgs: &[String]) {
+    let want = usual(msgs);
+    let got = direct(msgs).expect("built directly");
+    let names = |t: &[(String, RecordBatch)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    let got_names: Vec<String> = got.iter().map(|t| t.name.clone()).collect();
+    assert_eq!(got_names, names(&want));
+    for ((name, want), got) in want.iter().zip(&got) {
+        // An event table lists the call's own columns first, where whole rows list a column
+        // first seen late (a `user_id` from the third event on) after the others; readers
+        // match columns by name. Compared in the usual way's order.
+        let order: Vec<usize> = want
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                got.batch
+                    .schema()
+                    .index_of(f.name())
+                    .expect("the same columns")
+            })
+            .collect();
+        assert_eq!(
+            got.batch.num_columns(),
+            want.num_columns(),
+            "{name}'s columns"
+        );
+        let got_batch = got.batch.project(&order).unwrap();
+        assert_eq!(got_batch.schema(), want.schema(), "{name}'s schema");
+        assert_eq!(&got_batch, want, "{name}'s rows");
+        assert_eq!(got.events.len(), want.num_rows(), "{name}'s events");
+    }
+}
+
+#[test]
+fn every_mix_is_built_as_the_usual_way_builds_it() {
+    for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
+        let mut generator = Generator::new("0123456789abcdef", 11, now()).with_mix(mix);
+        let msgs: Vec<String> = (0..400).map(|_| generator.message().to_string()).collect();
+        assert_same(&msgs);
+    }
+}
+
+#[test]
+fn shapes_nobody_here_generates_are_built_as_the_usual_way_builds_them() {
+    let msgs: Vec<String> = [
+        // Names to normalise, escapes in values and keys, nesting past the flattening depth,
+        // arrays, an empty object, nulls, names reserved for standard columns.
+        r#"{"type":"track","event":"Page Viewed","userId":"u1","messageId":"m1","properties":{"productId":"p\"1","Page Title":"caf\u00e9","k\u0065y":1,"deep":{"a":{"b":{"c":1}}},"list":[1,{"x":2}],"empty":{},"gone":null,"timestamp":5,"context_x":true,"id":"own"},"context":{"ip":"1.2.3.4","library":{"name":"x","version":"1"},"traits":{"plan":"pro"}}}"#,
+        // The same event later: a column widened (int, then float, then text), a new column.
+        r#"{"type":"track","event":"Page Viewed","anonymousId":"a2","messageId":"m2","properties":{"productId":7,"deep":{"a":{"b":{"c":2}}},"later":-0,"big":12345678901234567890}}"#,
+        r#"{"type":"track","event":"page viewed","anonymousId":"a3","messageId":"m3","properties":{"productId":2.5,"later":1.5e3},"timestamp":"2026-01-02T03:04:05.678+02:00","sentAt":"2026-01-02T03:04:06Z"}"#,
+        r#"{"type":"track","event":"page_viewed","userId":42,"messageId":"m4","properties":{"productId":"text now"}}"#,
+        // The other calls, with their own columns and properties that would take them.
+        r#"{"type":"page","name":"Home","category":"docs","userId":"u5","messageId":"m5","properties":{"name":"clash","path":"/"}}"#,
+        r#"{"type":"screen","name":"Main","userId":"u6","messageId":"m6"}"#,
+        r#"{"type":"identify","userId":"u7","messageId":"m7","traits":{"email":"a@b.c","Plan":"pro"}}"#,
+        r#"{"type":"identify","userId":"u8","messageId":"m8","context":{"traits":{"email":"x@y.z"}}}"#,
+        r#"{"type":"group","groupId":"g9","userId":"u9","messageId":"m9","traits":{"group_id":"clash","size":3}}"#,
+        r#"{"type":"alias","userId":"u10","previousId":"p10","messageId":"m10"}"#,
+        r#"{"type":"track","event":"tracks","userId":"u11","messageId":"m11","properties":null,"context":{}}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_same(&msgs);
+}
+
+#[test]
+fn what_flattening_must_resolve_is_left_to_the_usual_way() {
+    let base = r#""type":"track","event":"e","userId":"u","messageId":"m""#;
+    for rest in [
+        // Two keys on one column, or one key twice: `_unmapped` keeps the loser.
+        r#""properties":{"a":1,"A":2}"#,
+        r#""properties":{"a":1,"a":2}"#,
+        r#""properties":{"a_b":1,"a":{"b":2}}"#,
+        r#""context":{"page_path":"/","page":{"path":"/x"}}"#,
+        // A name that makes no column, a number out of range, a refused message.
+        r#""properties":{"!!":1}"#,
+        r#""properties":{"n":1e400}"#,
+        r#""properties":[1]"#,
+    ] {
+        let msg = format!("{{{base},{rest}}}");
+        assert_eq!(
+            direct(std::slice::from_ref(&msg)).err(),
+            Some(Unsupported),
+            "{msg}"
+        );
+    }
+    // Over the column limit: the usual way names the fault.
+    let many: Vec<String> = (0..MAX_COLUMNS).map(|i| format!("\"p{i}\":1")).collect();
+    let msg = format!("{{{base},\"properties\":{{{}}}}}", many.join(","));
+    assert_eq!(direct(&[msg]).err(), Some(Unsupported));
+}
+
+#[test]
+fn each_row_names_the_message_it_came_from() {
+    let msgs: Vec<String> = [
+        r#"{"type":"track","event":"a","userId":"u","messageId":"m1"}"#,
+        r#"{"type":"identify","userId":"u","messageId":"m2"}"#,
+        r#"{"type":"track","event":"b","userId":"u","messageId":"m3"}"#,
+        r#"{"type":"track","event":"a","userId":"u","messageId":"m4"}"#,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let tables = direct(&msgs).unwrap();
+    assert!(tables.iter().all(|t| t.events.len() == t.batch.num_rows()));
+    let events: Vec<(&str, &[u32])> = tables
+        .iter()
+        .map(|t| (t.name.as_str(), t.events.as_slice()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("tracks", &[0, 2, 3][..]),
+            ("a", &[0, 3][..]),
+            ("identifies", &[1][..]),
+            ("b", &[2][..]),
+        ]
+    );
+}
