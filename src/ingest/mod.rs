@@ -5,7 +5,8 @@
 //! buffering in [`crate::warehouse::buffer`]) under a [`supervisor`], and flushing to the
 //! warehouse ([`flush`]). What the actors share is in [`ctx`], what they ask of the dispatcher in
 //! [`control`], so the dispatcher, the actors, the supervisor and the replay never import each
-//! other in a loop. [`Ingest::submit`] is the one acknowledgement point.
+//! other in a loop. [`Ingest::submit`] is the one acknowledgement point. [`direct`] builds a
+//! request's messages straight into a batch per table, without cells (measured, not yet used).
 
 pub mod admission;
 pub mod buffered;
