@@ -18,6 +18,7 @@ mod cluster_auth;
 mod compaction;
 mod crash;
 mod dedup_restart;
+mod direct_build;
 mod durability;
 mod edge;
 mod errors;

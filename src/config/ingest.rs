@@ -40,6 +40,9 @@ pub struct IngestConfig {
     pub retry_after: HumanDuration,
     /// A team actor with nothing buffered stops after this long without events.
     pub idle_timeout: HumanDuration,
+    /// Whether a batch's rows are built straight from its text into a batch per table
+    /// (`crate::ingest::direct`); `false`: value by value into cells first, as before.
+    pub direct_build: bool,
 }
 
 impl Default for IngestConfig {
@@ -54,6 +57,7 @@ impl Default for IngestConfig {
             global_budget: ByteSize(1 << 30),
             retry_after: HumanDuration(Duration::from_secs(1)),
             idle_timeout: HumanDuration(Duration::from_secs(300)),
+            direct_build: true,
         }
     }
 }

@@ -206,7 +206,7 @@ pub fn ingest_error(
         IngestError::Append(AppendError::TooManyColumns { .. }) => {
             ApiError::bad_request("too_many_columns", e.to_string()).field("properties")
         }
-        IngestError::Append(AppendError::Internal(_)) => {
+        IngestError::Append(AppendError::Internal(_)) | IngestError::Rebuild => {
             scope.log(|| error!(team = %team, error = %e, "event not accepted"));
             ApiError::internal()
         }

@@ -18,10 +18,14 @@ use super::body::{media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use super::request_id::Scope;
 use crate::http::error::ApiError;
+use crate::ingest::direct::{self, DirectBuild};
+use crate::ingest::event::EventRows;
 use crate::ingest::logged::logged;
 use crate::ingest::segment::{Call, Shared, parse_message};
-use crate::ingest::submit::Item;
+use crate::ingest::submit::{BatchError, Item, Prebuilt};
 use crate::ingest::top_fields::Top;
+use crate::ingest::{Accepted, IngestError, bulk};
+use crate::model::TeamId;
 
 /// `POST /v1/batch`, behind the router's middleware (the fast lane answers `POST`s itself with
 /// [`respond`]; this serves a router driven without it).
@@ -155,6 +159,23 @@ async fn accept(
     };
     let wait = wait_header(headers)?;
     let max_columns = state.config.limits.columns_per_table;
+    let at = received_at.timestamp_micros();
+    let direct = (call.is_none() && ingest.direct_build)
+        .then(|| built_directly(&messages, &body, received_at, max_columns))
+        .flatten();
+    if let Some((items, prebuilt)) = direct {
+        let answer = answer(call, &items);
+        let n = items.len() as u64;
+        let result = state
+            .ingest
+            .submit_prebuilt(&team, items, prebuilt, at, wait)
+            .await;
+        // Rows that would pass a limit: built again the usual way, which names the message.
+        if !matches!(&result, Err(e) if matches!(e.error, IngestError::Rebuild)) {
+            metrics::counter!("stowage_batches_built_directly_total").increment(1);
+            return submitted(state, &team, call, answer, n, result, scope);
+        }
+    }
     let mut items = Vec::with_capacity(messages.list.len());
     let mut errors = Vec::new();
     for (i, text) in messages.list.iter().enumerate() {
@@ -190,16 +211,67 @@ async fn accept(
     // built by hand so `success` comes first, as SPEC §2.1 shows it.
     let answer = answer(call, &items);
     let n = items.len() as u64;
-    let retry = ingest.retry_after.0;
-    let result = state
-        .ingest
-        .submit_batch(&team, items, received_at.timestamp_micros(), wait)
-        .await;
+    let result = state.ingest.submit_batch(&team, items, at, wait).await;
+    submitted(state, &team, call, answer, n, result, scope)
+}
+
+/// The messages of a batch built straight into a batch per table ([`DirectBuild`]), with the
+/// items that log them; `None` when it is to be built the usual way: fewer than
+/// [`bulk::MIN_EVENTS`] messages, or one the direct build does not take (it then also names
+/// the fault).
+fn built_directly(
+    messages: &Messages,
+    body: &Bytes,
+    received_at: chrono::DateTime<chrono::Utc>,
+    max_columns: usize,
+) -> Option<(Vec<Item>, Prebuilt)> {
+    if messages.list.len() < bulk::MIN_EVENTS {
+        return None;
+    }
+    let mut build = DirectBuild::default();
+    let mut built = Vec::with_capacity(messages.list.len());
+    for text in &messages.list {
+        let msg = Top::parse(text).ok()?;
+        built.push(
+            build
+                .message(&msg, messages.shared, received_at, max_columns)
+                .ok()?,
+        );
+    }
+    let tables = build.finish().ok()?;
+    let lengths: Vec<usize> = messages.list.iter().map(|t| t.len()).collect();
+    let sizes = direct::sizes(&tables, &lengths);
+    let items = built
+        .into_iter()
+        .zip(&messages.list)
+        .map(|(b, text)| {
+            let record = logged(b.call, messages.shared, body, text);
+            Item {
+                rows: EventRows::unbuilt(b.id, b.client_id),
+                body: record.body,
+                flags: record.flags,
+            }
+        })
+        .collect();
+    Some((items, Prebuilt { tables, sizes }))
+}
+
+/// The answer to a submitted batch, or its refusal.
+fn submitted(
+    state: &AppState,
+    team: &TeamId,
+    call: Option<Call>,
+    answer: Vec<u8>,
+    n: u64,
+    result: Result<Vec<Accepted>, BatchError>,
+    scope: &Scope,
+) -> Result<Response, ApiError> {
+    let retry = state.config.ingest.retry_after.0;
     match result {
         Ok(outcomes) => {
             let dups = outcomes
                 .iter()
-                .filter(|o| **o == crate::ingest::Accepted::Duplicate)
+                .filter(|o| **o == Accepted::Duplicate)
                 .count() as u64;
             let accepted = "stowage_events_accepted_total";
             super::metrics::count(accepted, "kind", "stored", n - dups);
@@ -208,7 +280,7 @@ async fn accept(
             }
         }
         Err(e) => {
-            let err = ingest_error(&team, e.error, retry, scope);
+            let err = ingest_error(team, e.error, retry, scope);
             return Err(match (e.index, call) {
                 (Some(i), None) => invalid_batch(vec![item_error(i, &err)]),
                 _ => err,

@@ -186,6 +186,14 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<(String, RecordBatch)>> {
 }
 
 impl Plan {
+    /// The plan of `events` events whose every row is in `tables`.
+    pub(super) fn whole(tables: Vec<(String, RecordBatch)>, events: usize) -> Plan {
+        Plan {
+            tables,
+            rest: vec![false; events],
+        }
+    }
+
     /// Each built table's name and schema.
     pub fn schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
         self.tables

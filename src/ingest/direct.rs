@@ -14,6 +14,9 @@
 
 use std::hash::{BuildHasher, Hasher};
 
+use arrow::array::BooleanArray;
+use arrow::compute::filter_record_batch;
+use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 use foldhash::HashMap;
@@ -367,6 +370,39 @@ impl DirectBuild {
         }
         Ok(out)
     }
+}
+
+/// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
+/// some left.
+pub fn rows_of(
+    tables: Vec<DirectTable>,
+    kept: &[bool],
+) -> Result<Vec<(String, RecordBatch)>, ArrowError> {
+    let mut out = Vec::with_capacity(tables.len());
+    for t in tables {
+        if t.events.iter().all(|&e| kept[e as usize]) {
+            out.push((t.name, t.batch));
+            continue;
+        }
+        let mask: BooleanArray = t.events.iter().map(|&e| Some(kept[e as usize])).collect();
+        let batch = filter_record_batch(&t.batch, &mask)?;
+        if batch.num_rows() > 0 {
+            out.push((t.name, batch));
+        }
+    }
+    Ok(out)
+}
+
+/// Each message's estimate for the budgets: the tables' memory shared out by the length of
+/// the messages' text (`lengths`, in message order).
+pub fn sizes(tables: &[DirectTable], lengths: &[usize]) -> Vec<u64> {
+    let memory: usize = tables.iter().map(|t| t.batch.get_array_memory_size()).sum();
+    let text = lengths.iter().sum::<usize>().max(1) as f64;
+    let per_byte = memory as f64 / text;
+    lengths
+        .iter()
+        .map(|&n| (n as f64 * per_byte).ceil() as u64)
+        .collect()
 }
 
 /// The table `name` among `tables`, made when missing.

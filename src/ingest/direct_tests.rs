@@ -11,13 +11,14 @@ fn now() -> DateTime<Utc> {
     DateTime::from_timestamp_micros(1_795_000_000_123_456).unwrap()
 }
 
-/// Each table's rows as the usual way builds them: cells, then every row appended whole.
-fn usual(msgs: &[String]) -> Vec<(String, RecordBatch)> {
+/// Each table's rows as the usual way builds them: cells, then every row appended whole; `Err`
+/// when it refuses a message.
+fn usual(msgs: &[String], shared: Shared) -> Result<Vec<(String, RecordBatch)>, String> {
     let mut tables: Vec<(String, TableBuffer)> = Vec::new();
     for m in msgs {
-        let top = Top::parse(m).unwrap();
-        let (_, rows) = parse_message(&top, None, Shared::default(), now(), MAX_COLUMNS, None)
-            .unwrap_or_else(|e| panic!("{m}: {e:?}"));
+        let top = Top::parse(m).map_err(|e| e.to_string())?;
+        let (_, rows) = parse_message(&top, None, shared, now(), MAX_COLUMNS, None)
+            .map_err(|e| format!("{m}: {e:?}"))?;
         for (table, cells) in rows.rows() {
             let at = match tables.iter().position(|(n, _)| n == table) {
                 Some(at) => at,
@@ -26,55 +27,96 @@ fn usual(msgs: &[String]) -> Vec<(String, RecordBatch)> {
                     tables.len() - 1
                 }
             };
-            tables[at].1.append(cells).unwrap();
+            tables[at].1.append(cells).map_err(|e| e.to_string())?;
         }
     }
-    tables
+    Ok(tables
         .into_iter()
         .map(|(n, mut b)| (n, b.take_batch()))
-        .collect()
+        .collect())
 }
 
-fn direct(msgs: &[String]) -> Result<Vec<DirectTable>, Unsupported> {
+fn direct(msgs: &[String], shared: Shared) -> Result<Vec<DirectTable>, Unsupported> {
     let mut build = DirectBuild::default();
     for m in msgs {
-        let top = Top::parse(m).unwrap();
-        build.message(&top, Shared::default(), now(), MAX_COLUMNS)?;
+        let top = Top::parse(m).map_err(|_| Unsupported)?;
+        build.message(&top, shared, now(), MAX_COLUMNS)?;
     }
     build.finish()
 }
 
 fn assert_same(msgs: &[String]) {
-    let want = usual(msgs);
-    let got = direct(msgs).expect("built directly");
-    let names = |t: &[(String, RecordBatch)]| t.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    let got_names: Vec<String> = got.iter().map(|t| t.name.clone()).collect();
-    assert_eq!(got_names, names(&want));
+    assert_eq!(
+        compare(msgs),
+        Ok(true),
+        "built directly, as the usual way builds it"
+    );
+}
+
+/// The usual way and the direct way compared without panicking: `Ok(true)` when the direct way
+/// built the request and agrees, `Ok(false)` when it declined, `Err` on a divergence.
+fn compare(msgs: &[String]) -> Result<bool, String> {
+    compare_with(msgs, Shared::default())
+}
+
+/// [`compare`] of a batch whose messages share `shared`.
+fn compare_with(msgs: &[String], shared: Shared) -> Result<bool, String> {
+    let got = match std::panic::catch_unwind(|| direct(msgs, shared)) {
+        Ok(Ok(got)) => got,
+        Ok(Err(Unsupported)) => return Ok(false),
+        Err(_) => return Err("direct panicked".into()),
+    };
+    let want = match std::panic::catch_unwind(|| usual(msgs, shared)) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) => return Err(format!("direct built, usual refused: {e}")),
+        Err(_) => return Err("usual panicked".into()),
+    };
+    let got_names: Vec<&str> = got.iter().map(|t| t.name.as_str()).collect();
+    let want_names: Vec<&str> = want.iter().map(|(n, _)| n.as_str()).collect();
+    if got_names != want_names {
+        return Err(format!("tables {got_names:?} vs {want_names:?}"));
+    }
     for ((name, want), got) in want.iter().zip(&got) {
-        // An event table lists the call's own columns first, where whole rows list a column
-        // first seen late (a `user_id` from the third event on) after the others; readers
-        // match columns by name. Compared in the usual way's order.
+        let mut gs: Vec<String> = got
+            .batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let mut ws: Vec<String> = want
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        gs.sort();
+        ws.sort();
+        if gs != ws {
+            return Err(format!("{name}: columns {gs:?} vs {ws:?}"));
+        }
         let order: Vec<usize> = want
             .schema()
             .fields()
             .iter()
-            .map(|f| {
-                got.batch
-                    .schema()
-                    .index_of(f.name())
-                    .expect("the same columns")
-            })
+            .map(|f| got.batch.schema().index_of(f.name()).unwrap())
             .collect();
-        assert_eq!(
-            got.batch.num_columns(),
-            want.num_columns(),
-            "{name}'s columns"
-        );
-        let got_batch = got.batch.project(&order).unwrap();
-        assert_eq!(got_batch.schema(), want.schema(), "{name}'s schema");
-        assert_eq!(&got_batch, want, "{name}'s rows");
-        assert_eq!(got.events.len(), want.num_rows(), "{name}'s events");
+        let g = got.batch.project(&order).unwrap();
+        if g.schema() != want.schema() {
+            return Err(format!(
+                "{name}: schema {:?} vs {:?}",
+                g.schema(),
+                want.schema()
+            ));
+        }
+        if &g != want {
+            return Err(format!("{name}: rows {g:?} vs {want:?}"));
+        }
+        if got.events.len() != want.num_rows() {
+            return Err(format!("{name}: events"));
+        }
     }
+    Ok(true)
 }
 
 #[test]
@@ -127,7 +169,7 @@ fn what_flattening_must_resolve_is_left_to_the_usual_way() {
     ] {
         let msg = format!("{{{base},{rest}}}");
         assert_eq!(
-            direct(std::slice::from_ref(&msg)).err(),
+            direct(std::slice::from_ref(&msg), Shared::default()).err(),
             Some(Unsupported),
             "{msg}"
         );
@@ -135,7 +177,7 @@ fn what_flattening_must_resolve_is_left_to_the_usual_way() {
     // Over the column limit: the usual way names the fault.
     let many: Vec<String> = (0..MAX_COLUMNS).map(|i| format!("\"p{i}\":1")).collect();
     let msg = format!("{{{base},\"properties\":{{{}}}}}", many.join(","));
-    assert_eq!(direct(&[msg]).err(), Some(Unsupported));
+    assert_eq!(direct(&[msg], Shared::default()).err(), Some(Unsupported));
 }
 
 #[test]
@@ -149,7 +191,7 @@ fn each_row_names_the_message_it_came_from() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let tables = direct(&msgs).unwrap();
+    let tables = direct(&msgs, Shared::default()).unwrap();
     assert!(tables.iter().all(|t| t.events.len() == t.batch.num_rows()));
     let events: Vec<(&str, &[u32])> = tables
         .iter()
@@ -165,3 +207,6 @@ fn each_row_names_the_message_it_came_from() {
         ]
     );
 }
+
+#[path = "direct_campaign_tests.rs"]
+mod campaign;

@@ -43,6 +43,21 @@ pub struct EventRows {
 }
 
 impl EventRows {
+    /// An event whose rows were built elsewhere (a batch's, by [`super::direct`]): its id
+    /// alone, no cells.
+    pub fn unbuilt(id: String, client_id: bool) -> EventRows {
+        EventRows {
+            id,
+            client_id,
+            tracks: false,
+            table: String::new(),
+            standard: Vec::new(),
+            fixed: 0,
+            tracks_only: Vec::new(),
+            properties: Vec::new(),
+        }
+    }
+
     /// Approximate in-memory size, used for budgets and the byte flush trigger.
     pub fn approx_bytes(&self) -> u64 {
         let cell = |(n, v): &Cell| {

@@ -78,6 +78,10 @@ pub enum IngestError {
     /// The WAL could not make the event durable (503).
     #[error(transparent)]
     Wal(#[from] WalError),
+    /// A batch built directly ([`direct`]) would pass a limit: to be built the usual way,
+    /// which names the event at fault. Never a client's answer.
+    #[error("to be built again")]
+    Rebuild,
 }
 
 /// What the client asked to wait for.

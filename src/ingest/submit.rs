@@ -12,6 +12,7 @@ use bytes::Bytes;
 use super::admission::Refusal;
 use super::bulk;
 use super::dedup::{Claim, Claims, Outcome, Ticket};
+use super::direct::{self, DirectTable};
 use super::dispatch::Payload;
 use super::event::EventRows;
 use super::team::AppendError;
@@ -28,6 +29,15 @@ pub struct Item {
     pub body: Bytes,
     /// Extra record flags (`FLAG_SEGMENT` for Segment messages).
     pub flags: u8,
+}
+
+/// A batch's rows built on the request's task ([`super::direct`]): its items carry their ids
+/// and log records, and rows without cells.
+pub struct Prebuilt {
+    /// The request's tables, each row marked with its event.
+    pub tables: Vec<DirectTable>,
+    /// Each event's estimate for the budgets: its share of the tables' memory.
+    pub sizes: Vec<u64>,
 }
 
 /// Why a batch was refused, with the index of the event at fault when there is one.
@@ -78,6 +88,33 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<Vec<Accepted>, BatchError> {
+        self.submit_built(team, items, None, received_at, wait)
+            .await
+    }
+
+    /// [`Ingest::submit_batch`] of a batch whose rows are `prebuilt`. Refused with
+    /// [`IngestError::Rebuild`] when they would pass a limit: the caller then builds the
+    /// batch the usual way, which names the event at fault.
+    pub async fn submit_prebuilt(
+        self: &Arc<Self>,
+        team: &TeamId,
+        items: Vec<Item>,
+        prebuilt: Prebuilt,
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Vec<Accepted>, BatchError> {
+        self.submit_built(team, items, Some(prebuilt), received_at, wait)
+            .await
+    }
+
+    async fn submit_built(
+        self: &Arc<Self>,
+        team: &TeamId,
+        items: Vec<Item>,
+        prebuilt: Option<Prebuilt>,
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Vec<Accepted>, BatchError> {
         if self.closing.load(Ordering::Acquire) {
             return Err(IngestError::ShuttingDown.into());
         }
@@ -123,7 +160,7 @@ impl Ingest {
         // Everything up to the WAL append is synchronous, on the request's own task, and the
         // wait for the fsync is guarded — dropped early (the client went away), the guard
         // settles the claims and the budget in a task of its own.
-        if let Some(inflight) = self.begin(team, fresh, received_at, wait)? {
+        if let Some(inflight) = self.begin(team, fresh, prebuilt, received_at, wait)? {
             inflight.finish().await?;
         }
         Ok(outcome)
@@ -173,6 +210,7 @@ impl Ingest {
         self: &Arc<Self>,
         team: &TeamId,
         items: Vec<(usize, Item, Option<Ticket>)>,
+        prebuilt: Option<Prebuilt>,
         received_at: i64,
         wait: Wait,
     ) -> Result<Option<Inflight>, BatchError> {
@@ -188,7 +226,7 @@ impl Ingest {
             }
             batch.push((i, item));
         }
-        let (total, ack) = match self.append(team, batch, received_at, wait) {
+        let (total, ack) = match self.append(team, batch, prebuilt, received_at, wait) {
             Ok(x) => x,
             Err(e) => {
                 claims.settle(false);
@@ -216,12 +254,16 @@ impl Ingest {
         &self,
         team: &TeamId,
         items: Vec<(usize, Item)>,
+        prebuilt: Option<Prebuilt>,
         received_at: i64,
         wait: Wait,
     ) -> Result<(u64, Option<Receipt>), BatchError> {
         // The budget first: a batch refused for want of room (429/503) must leave no trace
         // in the table and column limits.
-        let sizes: Vec<u64> = items.iter().map(|(_, it)| it.rows.approx_bytes()).collect();
+        let sizes: Vec<u64> = match &prebuilt {
+            Some(p) => items.iter().map(|(i, _)| p.sizes[*i]).collect(),
+            None => items.iter().map(|(_, it)| it.rows.approx_bytes()).collect(),
+        };
         let total: u64 = sizes.iter().sum();
         let budget = self.ctx.tuning.get(team).budget;
         self.ctx
@@ -231,18 +273,32 @@ impl Ingest {
                 Refusal::Team => IngestError::TeamBufferFull,
                 Refusal::Global => IngestError::Overloaded,
             })?;
+        let direct = prebuilt.is_some();
+        let rebuild = |e: IngestError| {
+            self.ctx.admission.release(team, total);
+            BatchError::from(e)
+        };
         // A large request's rows are built here, a batch per table, and ride on its last
-        // entry; the actor takes them whole.
-        let mut plan = (items.len() >= bulk::MIN_EVENTS)
-            .then(|| {
-                let rows: Vec<&EventRows> = items.iter().map(|(_, it)| &it.rows).collect();
-                // The budget is taken and nothing releases it before the append: a panic in
-                // the builders must not escape here. The actor appends the events instead.
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bulk::build(&rows)))
-                    .ok()
-                    .flatten()
-            })
-            .flatten();
+        // entry; the actor takes them whole. Prebuilt rows lose those of the events not
+        // logged (duplicates).
+        let mut plan = if let Some(p) = prebuilt {
+            let mut logged = vec![false; p.sizes.len()];
+            items.iter().for_each(|(i, _)| logged[*i] = true);
+            let tables =
+                direct::rows_of(p.tables, &logged).map_err(|_| rebuild(IngestError::Rebuild))?;
+            Some(bulk::Plan::whole(tables, items.len()))
+        } else {
+            (items.len() >= bulk::MIN_EVENTS)
+                .then(|| {
+                    let rows: Vec<&EventRows> = items.iter().map(|(_, it)| &it.rows).collect();
+                    // The budget is taken and nothing releases it before the append: a panic in
+                    // the builders must not escape here. The actor appends the events instead.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bulk::build(&rows)))
+                        .ok()
+                        .flatten()
+                })
+                .flatten()
+        };
         // The limits: by the built batches' columns when there are some, else (and to name
         // the event at fault when the request passes one) event by event.
         let gathered = match plan.as_ref() {
@@ -258,6 +314,8 @@ impl Ingest {
         };
         let limited = match gathered {
             Ok(true) => Ok(()),
+            // Prebuilt rows' events have no cells to find the one at fault.
+            Ok(false) if direct => return Err(rebuild(IngestError::Rebuild)),
             Ok(false) => {
                 self.limits
                     .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
