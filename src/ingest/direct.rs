@@ -373,13 +373,20 @@ impl DirectBuild {
 }
 
 /// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
-/// some left.
+/// some left; `Err` (the batch is then built the usual way) if a row's event is not in `kept`.
 pub fn rows_of(
     tables: Vec<DirectTable>,
     kept: &[bool],
 ) -> Result<Vec<(String, RecordBatch)>, ArrowError> {
     let mut out = Vec::with_capacity(tables.len());
     for t in tables {
+        if t.events.iter().any(|&e| e as usize >= kept.len()) {
+            return Err(ArrowError::InvalidArgumentError(format!(
+                "{}: a row of a message beyond the {} given",
+                t.name,
+                kept.len()
+            )));
+        }
         if t.events.iter().all(|&e| kept[e as usize]) {
             out.push((t.name, t.batch));
             continue;

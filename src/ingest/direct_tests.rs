@@ -208,5 +208,33 @@ fn each_row_names_the_message_it_came_from() {
     );
 }
 
+/// Duplicates leave the tables: only the rows of the messages kept stay, and a table with none
+/// left goes; a row of a message not in the list is refused, not dropped.
+#[test]
+fn the_rows_of_messages_not_logged_are_taken_out() {
+    let msgs: Vec<String> = (0..4)
+        .map(|i| {
+            let event = ["a", "b", "a", "a"][i];
+            format!(r#"{{"type":"track","event":"{event}","userId":"u","messageId":"m{i}"}}"#)
+        })
+        .collect();
+    let tables = direct(&msgs, Shared::default()).unwrap();
+    let kept = rows_of(tables, &[true, false, false, true]).unwrap();
+    let ids = |name: &str| -> Vec<String> {
+        let (_, batch) = kept.iter().find(|(n, _)| n == name).unwrap();
+        let id = batch.column_by_name("id").unwrap();
+        let id = id
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()
+            .unwrap();
+        id.iter().map(|v| v.unwrap().to_string()).collect()
+    };
+    assert_eq!(ids("tracks"), ["m0", "m3"]);
+    assert_eq!(ids("a"), ["m0", "m3"]);
+    assert!(!kept.iter().any(|(n, _)| n == "b"), "b kept no row");
+    let tables = direct(&msgs, Shared::default()).unwrap();
+    assert!(rows_of(tables, &[true, true]).is_err());
+}
+
 #[path = "direct_campaign_tests.rs"]
 mod campaign;

@@ -6,7 +6,7 @@
 //! warehouse ([`flush`]). What the actors share is in [`ctx`], what they ask of the dispatcher in
 //! [`control`], so the dispatcher, the actors, the supervisor and the replay never import each
 //! other in a loop. [`Ingest::submit`] is the one acknowledgement point. [`direct`] builds a
-//! request's messages straight into a batch per table, without cells (measured, not yet used).
+//! batch's messages straight into a batch per table, without cells ([`Ingest::submit_prebuilt`]).
 
 pub mod admission;
 pub mod buffered;
