@@ -203,31 +203,46 @@ fn review_message(r: &mut Rng, keys: &[String], i: usize) -> String {
 fn review_random_requests() {
     let keys = review_keys();
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-    let (mut taken, mut declined) = (0, 0);
-    let mut failures = Vec::new();
+    let mut tally = Tally::default();
     for _ in 0..8000 {
         let n = 1 + r.next(5);
         let msgs: Vec<String> = (0..n).map(|i| review_message(&mut r, &keys, i)).collect();
-        // Skip requests the usual way refuses: nothing to compare.
-        let usual_ok = msgs.iter().all(|m| {
-            let top = Top::parse(m).unwrap();
-            parse_message(&top, None, Shared::default(), now(), MAX_COLUMNS, None).is_ok()
-        });
-        match compare(&msgs) {
-            Ok(true) => taken += 1,
-            Ok(false) => declined += 1,
-            Err(e) => failures.push(format!("{e}\n  usual_ok={usual_ok}\n  {msgs:#?}")),
-        }
-        if failures.len() > 5 {
+        if !tally.record(compare(&msgs), &msgs) {
             break;
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{taken} taken, {declined} declined\n{}",
-        failures.join("\n\n")
-    );
-    eprintln!("{taken} taken, {declined} declined");
+    tally.assert_clean();
+}
+
+/// Requests taken, declined, and the divergences found (with their messages).
+#[derive(Default)]
+struct Tally {
+    taken: usize,
+    declined: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    /// Counts one comparison; `false` once enough divergences are found to stop.
+    fn record(&mut self, result: Result<bool, String>, msgs: &[String]) -> bool {
+        match result {
+            Ok(true) => self.taken += 1,
+            Ok(false) => self.declined += 1,
+            Err(e) => self.failures.push(format!("{e}\n  {msgs:#?}")),
+        }
+        self.failures.len() <= 3
+    }
+
+    fn assert_clean(&self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} taken, {} declined\n{}",
+            self.taken,
+            self.declined,
+            self.failures.join("\n\n")
+        );
+        eprintln!("{} taken, {} declined", self.taken, self.declined);
+    }
 }
 
 /// [`compare`] with a batch's shared context and sentAt.
@@ -250,8 +265,7 @@ fn review_random_requests_wider() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let mut failures = Vec::new();
-    let (mut taken, mut declined) = (0, 0);
+    let mut tally = Tally::default();
     for seed in 1..4u64 {
         let mut r = Rng(0x2545_f491_4f6c_dd1d ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for round in 0..5000 {
@@ -271,22 +285,12 @@ fn review_random_requests_wider() {
             } else {
                 compare(&msgs)
             };
-            match res {
-                Ok(true) => taken += 1,
-                Ok(false) => declined += 1,
-                Err(e) => failures.push(format!("{e}\n  {msgs:#?}")),
-            }
-            if failures.len() > 3 {
+            if !tally.record(res, &msgs) {
                 break;
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{taken} taken, {declined} declined\n{}",
-        failures.join("\n\n")
-    );
-    eprintln!("{taken} taken, {declined} declined");
+    tally.assert_clean();
 }
 
 /// Every request given is either declined by the direct way or built as the usual way builds
@@ -416,7 +420,7 @@ fn review_random_wide_objects() {
             .map(|s| s.to_string()),
     );
     let mut r = Rng(0x1234_5678_9abc_def1);
-    let (mut taken, mut declined) = (0, 0);
+    let mut tally = Tally::default();
     for _ in 0..3000 {
         let n = 1 + r.next(6);
         let msgs: Vec<String> = (0..n)
@@ -432,12 +436,10 @@ fn review_random_wide_objects() {
                 )
             })
             .collect();
-        match compare(&msgs) {
-            Ok(true) => taken += 1,
-            Ok(false) => declined += 1,
-            Err(e) => panic!("{e}\n{msgs:#?}"),
+        if !tally.record(compare(&msgs), &msgs) {
+            break;
         }
     }
-    eprintln!("{taken} taken, {declined} declined");
-    assert!(taken > 100);
+    tally.assert_clean();
+    assert!(tally.taken > 100);
 }
