@@ -16,10 +16,10 @@ use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
 use stowage::ingest::buffered::BufferedTable;
 use stowage::ingest::dedup::{Claim, Dedup};
-use stowage::ingest::flush::align_widened;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
 use stowage::model::TeamId;
+use stowage::warehouse::unify::align_widened;
 use stowage::warehouse::writer;
 
 /// mimalloc (the server's allocator), counting the bytes live and their peak.

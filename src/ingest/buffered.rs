@@ -5,8 +5,8 @@
 //! and the open rows together, so a table's rows still commit as one flush.
 //!
 //! A batch request's rows arrive already built, a batch per table ([`BufferedTable::push`]):
-//! they are kept as they are until they make a chunk, then joined into one batch (aligned to
-//! their merged schema), so a flush does not write hundreds of small batches. Rows come out in
+//! they are kept as they are until they make a chunk, then joined into one batch under their
+//! merged schema ([`unify::join`]), so a flush does not write hundreds of small batches. Rows come out in
 //! arrival order within each way in (pushed, appended), the pushed ones first where both wait:
 //! nothing downstream depends on the order of rows within a flush.
 //!
@@ -19,9 +19,9 @@
 
 use arrow::record_batch::RecordBatch;
 
-use super::flush::align_widened;
 use crate::model::value::Cell;
 use crate::warehouse::buffer::TableBuffer;
+use crate::warehouse::unify;
 
 /// Rows of the open buffer frozen into a batch of their own.
 pub const CHUNK_ROWS: usize = 8192;
@@ -84,9 +84,7 @@ impl BufferedTable {
         let joined = match pushed.len() {
             0 => return,
             1 => pushed,
-            _ => match align_widened(&pushed)
-                .and_then(|aligned| arrow::compute::concat_batches(&aligned[0].schema(), &aligned))
-            {
+            _ => match unify::join(&pushed) {
                 Ok(one) => vec![one],
                 // Kept apart: the flush aligns them again, and reports what fails.
                 Err(_) => pushed,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::{DataType, Int64Type, TimestampMicrosecondType};
+use arrow::datatypes::TimestampMicrosecondType;
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::ObjectStore;
@@ -20,9 +20,8 @@ use crate::catalog::{Catalog, CatalogError, NewDataFile};
 use crate::config::ParquetConfig;
 use crate::model::TeamId;
 use crate::model::schema::TableSchema;
-use crate::model::text;
 use crate::warehouse::layout::{self, DataFilePath};
-use crate::warehouse::reader::align;
+use crate::warehouse::unify::align_widened;
 use crate::warehouse::writer;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -241,38 +240,6 @@ fn encode_all(ctx: &FlushCtx, job: &FlushJob) -> Result<Vec<(NewDataFile, Bytes)
         }
     }
     Ok(out)
-}
-
-/// `batches` under their merged (widened) schema, each aligned to it (columns it lacks are
-/// null; the others are shared, not copied, unless widened). A float64 column stays text
-/// where any batch stores it as text or holds integers float64 cannot hold exactly, as the
-/// buffer itself and compaction keep it.
-pub fn align_widened(
-    batches: &[RecordBatch],
-) -> Result<Vec<RecordBatch>, arrow::error::ArrowError> {
-    if let [one] = batches {
-        return Ok(vec![one.clone()]);
-    }
-    let mut schema = TableSchema::default();
-    let mut as_text = std::collections::HashSet::new();
-    for b in batches {
-        schema.merge(&TableSchema::from_arrow(&b.schema()));
-        for (field, col) in b.schema().fields().iter().zip(b.columns()) {
-            let inexact = match field.data_type() {
-                DataType::Utf8 => true,
-                DataType::Int64 => col
-                    .as_primitive::<Int64Type>()
-                    .iter()
-                    .any(|v| v.is_some_and(|v| !text::int_is_safe_in_float(v))),
-                _ => false,
-            };
-            if inexact {
-                as_text.insert(field.name().clone());
-            }
-        }
-    }
-    let target = schema.to_arrow_keeping_text(&as_text);
-    batches.iter().map(|b| align(b, &target)).collect()
 }
 
 /// Splits rows by the UTC day of `received_at`, keeping row order within each day.

@@ -81,6 +81,15 @@ impl ColumnType {
         })
     }
 
+    /// The type of a stored column: its [`TYPE_KEY`] where it has one, else its Arrow type's.
+    pub fn of_field(field: &Field) -> Option<ColumnType> {
+        field
+            .metadata()
+            .get(TYPE_KEY)
+            .and_then(|t| ColumnType::parse(t))
+            .or_else(|| ColumnType::from_arrow(field.data_type()))
+    }
+
     /// The narrowest type that holds values of both `self` and `other` without loss.
     pub fn widen(self, other: ColumnType) -> ColumnType {
         use ColumnType::*;
@@ -143,14 +152,10 @@ impl TableSchema {
                 .fields()
                 .iter()
                 .filter_map(|f| {
-                    f.metadata()
-                        .get(TYPE_KEY)
-                        .and_then(|t| ColumnType::parse(t))
-                        .or_else(|| ColumnType::from_arrow(f.data_type()))
-                        .map(|ty| Column {
-                            name: f.name().clone(),
-                            ty,
-                        })
+                    ColumnType::of_field(f).map(|ty| Column {
+                        name: f.name().clone(),
+                        ty,
+                    })
                 })
                 .collect(),
         }

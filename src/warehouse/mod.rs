@@ -2,7 +2,8 @@
 //! ([`layout`]), how Parquet is written ([`writer`]) and read back ([`reader`], a large file's
 //! column groups on several threads: [`split`]), stored column chunks read without decoding for
 //! copying ([`chunks`]), imports of CSV, NDJSON and Parquet ([`import`]), and how small files are
-//! merged ([`compaction`]) and objects no commit names are collected ([`gc`]). Names, schemas,
+//! merged ([`compaction`]) and objects no commit names are collected ([`gc`]); batches of differing
+//! schemas are brought under one by [`unify`]. Names, schemas,
 //! values as text and filters are the ground floor's ([`crate::model`]).
 
 pub mod buffer;
@@ -15,4 +16,5 @@ pub mod layout;
 pub mod object_reader;
 pub mod reader;
 mod split;
+pub mod unify;
 pub mod writer;

@@ -435,19 +435,12 @@ fn read_roots(spec: &ReadSpec, file_schema: &Schema) -> Vec<usize> {
 /// as Utf8View (see [`ReadSpec::string_views`]) is kept so, and the batch's schema says so.
 pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     let rows = batch.num_rows();
+    let by_name = column_numbers(batch);
     let columns: Vec<ArrayRef> = schema
         .fields()
         .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(col) if col.data_type() == f.data_type() => Ok(col.clone()),
-            Some(col)
-                if f.data_type() == &DataType::Utf8 && col.data_type() == &DataType::Utf8View =>
-            {
-                Ok(col.clone())
-            }
-            // Widened to string: each value's text exactly as a buffer would have written it.
-            Some(col) if f.data_type() == &DataType::Utf8 => crate::model::text::to_text(col),
-            Some(col) => cast(col, f.data_type()),
+        .map(|f| match by_name.get(f.name().as_str()) {
+            Some(&i) => conform(batch.column(i), f.data_type()),
             None => Ok(new_null_array(f.data_type(), rows)),
         })
         .collect::<Result<_, _>>()?;
@@ -470,4 +463,26 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
         columns,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )
+}
+
+/// Each of `batch`'s columns by name (looked up once a column, not by a scan of the schema).
+fn column_numbers(batch: &RecordBatch) -> foldhash::HashMap<&str, usize> {
+    let fields = batch.schema_ref().fields();
+    let mut by_name = foldhash::HashMap::with_capacity_and_hasher(fields.len(), Default::default());
+    for (i, f) in fields.iter().enumerate() {
+        by_name.entry(f.name().as_str()).or_insert(i);
+    }
+    by_name
+}
+
+/// `col` as a column of type `to`: as it is where it has that type (or is a string view where
+/// strings are asked), each value's text exactly as a buffer would have written it where it
+/// is widened to string, else cast.
+pub(crate) fn conform(col: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
+    match col.data_type() {
+        from if from == to => Ok(col.clone()),
+        DataType::Utf8View if to == &DataType::Utf8 => Ok(col.clone()),
+        _ if to == &DataType::Utf8 => crate::model::text::to_text(col),
+        _ => cast(col, to),
+    }
 }
