@@ -6,7 +6,7 @@
 //!
 //! Laid out for the cache and for size, since with a million ids every probe of the window is a
 //! miss and the window is the largest thing the process keeps: an id is a 96-bit digest of team
-//! and id under two per-process random seeds, remembered in the window as digest → its place in
+//! and id under two per-process random seeds, remembered in the window ([`window`]) as digest → its place in
 //! the expiry queue (16 bytes a slot), and the queue holds digest and acceptance second in
 //! acceptance order (16 bytes an id): ~50 MiB for the default million (the table has 2²¹ slots),
 //! against ~75 MiB with 128-bit digests and microsecond times, and ~130 MiB when every slot also
@@ -21,12 +21,16 @@
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
+use window::{Key, Place, Window};
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::watch;
 
 use crate::model::TeamId;
+
+mod window;
 
 /// What became of a claimed id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,27 +98,6 @@ pub struct Dedup {
     inner: Mutex<Inner>,
 }
 
-/// A team's id, as a 96-bit digest (from two 64-bit hashes under per-process random seeds that
-/// differ in their per-hasher part): a collision would take a new event for a duplicate; by
-/// chance it is ~2⁻⁷⁶ per id in a window of a million ids, and it cannot be aimed at without the
-/// seeds. 32-bit words, so that with a `u32` beside it a slot is 16 bytes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Key([u32; 3]);
-
-impl Key {
-    fn new(first: u64, second: u64) -> Self {
-        Key([first as u32, (first >> 32) as u32, (second >> 32) as u32])
-    }
-}
-
-impl std::hash::Hash for Key {
-    /// The first 64 bits alone: the key is a seeded digest already, so hashing it again (as a
-    /// `HashMap`'s own hasher would) buys nothing.
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(u64::from(self.0[0]) | u64::from(self.0[1]) << 32);
-    }
-}
-
 /// Passes [`Key`]'s first word through as the hash.
 #[derive(Default)]
 struct KeyHasher(u64);
@@ -155,14 +138,10 @@ struct Accepted {
     key: Key,
 }
 
-/// The window's place of an accepted id: its number in the expiry queue, counted from the first
-/// id ever queued (wrapping; the queue never holds near 2³² ids).
-type Place = u32;
-
 #[derive(Default)]
 struct Inner {
     /// Digest → place of its current acceptance in `order`, pending ids included.
-    seen: KeyMap<Place>,
+    seen: Window,
     /// Ids in acceptance order, for expiry (also acceptances since forgotten: see `expire`).
     order: VecDeque<Accepted>,
     /// Place of `order`'s front.
@@ -230,7 +209,7 @@ impl Dedup {
                 .get_or_insert_with(|| watch::channel(Outcome::Pending).0);
             return Claim::Seen(tx.subscribe());
         }
-        if inner.seen.contains_key(&key) {
+        if inner.seen.contains(key) {
             return Claim::Seen(watch::channel(Outcome::Stored).1);
         }
         inner.remember(key, now_us);
@@ -244,7 +223,7 @@ impl Dedup {
         let mut guard = self.lock();
         let inner = &mut *guard;
         inner.expire(at_us - self.window_us, self.capacity);
-        if !inner.seen.contains_key(&key) {
+        if !inner.seen.contains(key) {
             inner.remember(key, at_us);
         }
     }
@@ -283,7 +262,7 @@ impl Dedup {
                 // No other claim of the id can have come meanwhile (it was pending, and
                 // `remember_stored` only runs before ingestion opens), so the place remembered
                 // is this claim's, unless the capacity pushed it out already.
-                inner.seen.remove(&ticket.key);
+                inner.seen.remove(ticket.key);
             }
         }
         // A stall (a disk that stopped syncing) can leave millions of ids in flight; the map
@@ -322,9 +301,7 @@ impl Inner {
     /// would wait for each miss in turn.
     fn warm(&self, keys: &[Key]) {
         let oldest = self.order.iter().take(keys.len()).map(|a| &a.key);
-        for key in keys.iter().chain(oldest) {
-            std::hint::black_box(self.seen.get(key));
-        }
+        self.seen.warm(keys.iter().chain(oldest));
     }
 
     /// Forgets ids accepted before the second of `older_than_us`, and the oldest beyond
@@ -346,8 +323,8 @@ impl Inner {
                 break;
             }
             let key = oldest.key;
-            if self.seen.get(&key) == Some(&self.front) {
-                self.seen.remove(&key);
+            if self.seen.get(key) == Some(self.front) {
+                self.seen.remove(key);
             }
             self.order.pop_front();
             self.front = self.front.wrapping_add(1);
@@ -526,7 +503,7 @@ mod tests {
     /// (README, "Memory") rests on it.
     #[test]
     fn a_remembered_id_takes_32_bytes() {
-        assert_eq!(std::mem::size_of::<(Key, Place)>(), 16);
+        assert_eq!(window::Window::SLOT_BYTES, 16);
         assert_eq!(std::mem::size_of::<Accepted>(), 16);
     }
 
