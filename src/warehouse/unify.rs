@@ -53,6 +53,14 @@ pub fn align_widened(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>, ArrowE
 /// [`align_widened`] and a concatenation give, each value copied once.
 pub fn join(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
     let merged = merge(batches);
+    if merged.unknown {
+        // Never built by a buffer; aligned and concatenated as the flush would, errors and all.
+        let aligned: Vec<RecordBatch> = batches
+            .iter()
+            .map(|b| align(b, &merged.schema))
+            .collect::<Result<_, _>>()?;
+        return arrow::compute::concat_batches(&merged.schema, &aligned);
+    }
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let mut columns = Vec::with_capacity(merged.schema.fields().len());
     for (c, field) in merged.schema.fields().iter().enumerate() {
@@ -85,10 +93,14 @@ pub fn join(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
 /// The merged schema of some batches, and where each batch holds each of its columns.
 struct Merged {
     schema: SchemaRef,
-    /// Per distinct layout of the batches' columns, per merged column, the batch's column.
+    /// Per distinct layout of the batches' columns, per merged column, the batch's column (the
+    /// first of that name).
     layouts: Vec<Vec<Option<usize>>>,
     /// Per batch, its layout.
     layout_of: Vec<usize>,
+    /// Whether a batch has a column of a type no table column has (such a column is left out,
+    /// or fails to align where it shares a name with one of a known type).
+    unknown: bool,
 }
 
 /// Merges the schemas of `batches`. Consecutive batches of one request stream mostly share a
@@ -100,6 +112,7 @@ fn merge(batches: &[RecordBatch]) -> Merged {
     let mut placed: Vec<Vec<Option<usize>>> = Vec::new();
     let mut layout_of = Vec::with_capacity(batches.len());
     let mut last: Option<&SchemaRef> = None;
+    let mut unknown = false;
     for b in batches {
         let schema = b.schema_ref();
         if let Some(last) = last
@@ -112,6 +125,7 @@ fn merge(batches: &[RecordBatch]) -> Merged {
         for field in schema.fields() {
             let Some(ty) = ColumnType::of_field(field) else {
                 place.push(None);
+                unknown = true;
                 continue;
             };
             let i = match at.get(field.name().as_str()) {
@@ -128,8 +142,7 @@ fn merge(batches: &[RecordBatch]) -> Merged {
                     columns.len() - 1
                 }
             };
-            // The first of two columns of one name is the one a lookup by name finds.
-            place.push((!place.contains(&Some(i))).then_some(i));
+            place.push(Some(i));
         }
         placed.push(place);
         layout_of.push(placed.len() - 1);
@@ -167,7 +180,10 @@ fn merge(batches: &[RecordBatch]) -> Merged {
         .map(|place| {
             let mut of = vec![None; columns.len()];
             for (j, i) in place.iter().enumerate() {
-                if let Some(i) = *i {
+                // The first of two columns of one name is the one a lookup by name finds.
+                if let Some(i) = *i
+                    && of[i].is_none()
+                {
                     of[i] = Some(j);
                 }
             }
@@ -178,6 +194,7 @@ fn merge(batches: &[RecordBatch]) -> Merged {
         schema: TableSchema { columns }.to_arrow_keeping_text(&as_text),
         layouts,
         layout_of,
+        unknown,
     }
 }
 

@@ -186,3 +186,37 @@ fn a_float_column_holding_large_integers_is_kept_as_text() {
         ("9007199254740993", true, "1.5")
     );
 }
+
+/// Batches no buffer builds: two columns of one name (the second's integers still keep the
+/// column as text), and a column of a type no table has under a known name (an error, as the
+/// flush would report it, not a column of nulls).
+#[test]
+fn odd_batches_join_as_the_flush_aligns_them() {
+    let x = |ty: DataType| Field::new("x", ty, true);
+    let twice = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![x(DataType::Float64), x(DataType::Int64)])),
+        vec![
+            Arc::new(Float64Array::from(vec![1.5])),
+            Arc::new(Int64Array::from(vec![9_007_199_254_740_993])),
+        ],
+    )
+    .unwrap();
+    let floats = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![x(DataType::Float64)])),
+        vec![Arc::new(Float64Array::from(vec![2.5]))],
+    )
+    .unwrap();
+    let batches = [twice, floats.clone()];
+    assert_eq!(join(&batches).unwrap(), reference(&batches));
+
+    let list =
+        arrow::array::ListArray::from_iter_primitive::<Int64Type, _, _>(vec![Some(vec![Some(1)])]);
+    let odd = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![x(list.data_type().clone())])),
+        vec![Arc::new(list)],
+    )
+    .unwrap();
+    let ints = RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![7])) as ArrayRef)])
+        .unwrap();
+    assert!(join(&[ints, odd]).is_err(), "as aligning it fails");
+}
