@@ -65,7 +65,7 @@ pub fn join(batches: &[RecordBatch]) -> Result<RecordBatch, ArrowError> {
     let mut columns = Vec::with_capacity(merged.schema.fields().len());
     for (c, field) in merged.schema.fields().iter().enumerate() {
         let to = field.data_type();
-        // Each batch's piece of the column, of the column's type; `None` where it has none.
+        // Each batch's piece of the column, of the column's type, or its rows as nulls.
         let pieces = batches
             .iter()
             .zip(&merged.layout_of)
@@ -149,10 +149,7 @@ fn merge(batches: &[RecordBatch]) -> Merged {
         last = Some(schema);
     }
     let mut as_text = HashSet::new();
-    let floats: Vec<usize> = (0..columns.len())
-        .filter(|&i| columns[i].ty == ColumnType::Float64)
-        .collect();
-    if !floats.is_empty() {
+    if columns.iter().any(|c| c.ty == ColumnType::Float64) {
         for (b, &layout) in batches.iter().zip(&layout_of) {
             for (j, i) in placed[layout].iter().enumerate() {
                 let Some(i) = *i else { continue };
