@@ -1,9 +1,12 @@
 //! Criterion benchmarks of the per-event CPU stages of a `/v1/batch` request, one batch of 500
 //! messages of two `stowage bench` mixes (`narrow`, `shop`): validate (Segment rules, flatten),
 //! claim and settle the ids in a full dedup window, and append both rows of every event to the
-//! team's table buffers, build a request's rows into a batch per table on its task, and encode 40 such requests' rows as the flush does. Stage costs per event, repeatable where the end-to-end comparison
-//! (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md. Also a message's top-level
-//! fields read by the validating walk against serde_json alone, for every generator mix.
+//! team's table buffers, build a request's rows into a batch per table on its task, and encode
+//! 40 such requests' rows as the flush does. Stage costs per event, repeatable where the
+//! end-to-end comparison (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md. Also,
+//! for every generator mix, a message's top-level fields read by the validating walk against
+//! serde_json alone, and a request's messages built straight into its tables (`direct_*`), the
+//! server's path for a batch.
 //! Run: `cargo bench --bench batch_stages`.
 
 use std::hint::black_box;
@@ -16,10 +19,12 @@ use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
 use stowage::ingest::bulk;
 use stowage::ingest::dedup::{Claim, Dedup};
+use stowage::ingest::direct::DirectBuild;
 use stowage::ingest::event::EventRows;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
 use stowage::model::TeamId;
+use stowage::model::tape::Tape;
 use stowage::warehouse::buffer::TableBuffer;
 use stowage::warehouse::writer;
 
@@ -158,16 +163,21 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// A request's 500 messages of generator mix `mix`.
+fn generated(mix: Mix, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    let mut generator = Generator::new("c763cc0fb34b6c56", 7, now).with_mix(mix);
+    (0..BATCH)
+        .map(|_| generator.message().to_string())
+        .collect()
+}
+
 /// A message's top-level fields read by the validating walk ([`Top::parse`]) and by
 /// serde_json alone (`serde_json::from_str::<Top>`, the walk's fallback and the way before it),
 /// over 500 messages of each `stowage bench gen` mix.
 fn top_fields(c: &mut Criterion) {
     let now = chrono::Utc::now();
     for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
-        let mut generator = Generator::new("c763cc0fb34b6c56", 7, now).with_mix(mix);
-        let msgs: Vec<String> = (0..BATCH)
-            .map(|_| generator.message().to_string())
-            .collect();
+        let msgs = generated(mix, now);
         let mut g = c.benchmark_group(format!("top_fields_{mix:?}").to_lowercase());
         g.throughput(Throughput::Elements(BATCH as u64));
         g.bench_function("walk", |b| {
@@ -188,9 +198,34 @@ fn top_fields(c: &mut Criterion) {
     }
 }
 
+/// What a batch request's task does to its 500 messages on the server's path: each message's
+/// top-level fields read, checked and built straight into a batch per table
+/// ([`DirectBuild`]), for every generator mix.
+fn direct_build(c: &mut Criterion) {
+    let now = chrono::Utc::now();
+    for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
+        let msgs = generated(mix, now);
+        let mut g = c.benchmark_group(format!("direct_{mix:?}").to_lowercase());
+        g.throughput(Throughput::Elements(BATCH as u64));
+        g.bench_function("build", |b| {
+            b.iter(|| {
+                let mut build = DirectBuild::default();
+                let mut tape = Tape::default();
+                for m in black_box(&msgs) {
+                    let top = Top::parse_on(m, tape).unwrap();
+                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
+                    tape = top.into_tape();
+                }
+                black_box(build.finish().unwrap())
+            })
+        });
+        g.finish();
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench, top_fields
+    targets = bench, top_fields, direct_build
 }
 criterion_main!(benches);

@@ -26,6 +26,7 @@ use crate::ingest::submit::{BatchError, Item, Prebuilt};
 use crate::ingest::top_fields::Top;
 use crate::ingest::{Accepted, IngestError, bulk};
 use crate::model::TeamId;
+use crate::model::tape::Tape;
 
 /// `POST /v1/batch`, behind the router's middleware (the fast lane answers `POST`s itself with
 /// [`respond`]; this serves a router driven without it).
@@ -230,13 +231,15 @@ fn built_directly(
     }
     let mut build = DirectBuild::default();
     let mut built = Vec::with_capacity(messages.list.len());
+    let mut tape = Tape::default();
     for text in &messages.list {
-        let msg = Top::parse(text).ok()?;
+        let msg = Top::parse_on(text, tape).ok()?;
         built.push(
             build
                 .message(&msg, messages.shared, received_at, max_columns)
                 .ok()?,
         );
+        tape = msg.into_tape();
     }
     let tables = build.finish().ok()?;
     let lengths: Vec<usize> = messages.list.iter().map(|t| t.len()).collect();

@@ -1,9 +1,13 @@
 //! A request's messages built straight into one Arrow batch per table, without making cells:
 //! the first step of the columnar path (BENCHMARKS.md, fifteenth session). A message's standard
 //! cells are made as before ([`super::segment::message_parts`]); its context and properties go
-//! from the body's text into the tables' builders, their values borrowed from the body and their
-//! column names computed once a request per key path ([`KeyPaths`]), where
-//! [`flatten`](crate::model::flatten::flatten) makes a name and a cell for every value.
+//! from the body's text into the tables' builders, their values borrowed from the body. Their
+//! members, nested objects' too, come from what the validating walk recorded
+//! ([`Top::object`]), not from another walk over their text. Every column a request writes is
+//! named once and numbered ([`KeyPaths`]); each table keeps the index of its column for a
+//! number, so a value is appended by index ([`TableBuffer::append_indexed`]), where
+//! [`flatten`](crate::model::flatten::flatten) makes a name and a cell for every value and
+//! [`TableBuffer::append`] finds each cell's column by its name.
 //!
 //! It takes only what needs none of flattening's bookkeeping: an object whose values land on
 //! distinct columns. A message it does not take (a collision, which `_unmapped` resolves, a
@@ -27,8 +31,8 @@ use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
 use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
 use crate::model::members::RawObject;
-use crate::model::value::{Name, RowCell, Value, ValueRef};
-use crate::warehouse::buffer::TableBuffer;
+use crate::model::value::{Name, Value, ValueRef};
+use crate::warehouse::buffer::{AtColumn, TableBuffer};
 
 /// The table every track call also writes a row to.
 const TRACKS: &str = "tracks";
@@ -57,6 +61,10 @@ struct Building {
     picks: Vec<u32>,
     /// The call's own columns of an event table, in order of first appearance.
     fixed: Vec<Name>,
+    /// Their numbers among the request's columns.
+    fixed_numbers: Vec<u32>,
+    /// Per number of a request's column, its index in `buffer` (`u32::MAX` until looked up).
+    indices: Vec<u32>,
 }
 
 /// A key path seen in the request: a member of the context or properties, or of an object
@@ -68,9 +76,9 @@ struct KeyPath {
     joined: String,
     /// How names under this path are finished.
     names: Names,
-    /// The column of a value at this path, once one was seen: its name and its number among
-    /// the request's distinct column names.
-    column: Option<(String, u32)>,
+    /// The number of the column of a value at this path ([`KeyPaths::column`]), once one was
+    /// seen.
+    column: Option<u32>,
 }
 
 /// The key paths of a request's objects, each with the column its values land on.
@@ -80,8 +88,14 @@ struct KeyPaths {
     by_hash: HashMap<u64, u32>,
     /// Roots: the context, and properties by how their names are finished.
     roots: Vec<(Option<Names>, u32)>,
-    /// Distinct column names, numbered.
+    /// Distinct column names, numbered: the request's columns, whatever their table.
     columns: HashMap<String, u32>,
+    /// The names by number.
+    names: Vec<String>,
+    /// The standard cells of the last message, with their numbers: messages of a request
+    /// mostly repeat them, so a standard cell's name is compared with the one at its place
+    /// last time before it is looked up.
+    standard: Vec<(Name, u32)>,
     hasher: foldhash::fast::FixedState,
 }
 
@@ -137,17 +151,44 @@ impl KeyPaths {
         Ok(at)
     }
 
-    /// The column (name and number) of a value at `path`.
-    fn column(&mut self, path: u32) -> (&str, u32) {
-        let p = &mut self.paths[path as usize];
-        if p.column.is_none() {
-            let name = flatten::column_name(&p.joined, p.names);
-            let next = self.columns.len() as u32;
-            let number = *self.columns.entry(name.clone()).or_insert(next);
-            p.column = Some((name, number));
+    /// The number of the column of a value at `path`.
+    fn column(&mut self, path: u32) -> u32 {
+        let p = &self.paths[path as usize];
+        if let Some(number) = p.column {
+            return number;
         }
-        let (name, number) = p.column.as_ref().expect("set above");
-        (name, *number)
+        let name = flatten::column_name(&p.joined, p.names);
+        let number = self.number(name);
+        self.paths[path as usize].column = Some(number);
+        number
+    }
+
+    /// The number of column `name`, given when new.
+    fn number(&mut self, name: String) -> u32 {
+        if let Some(&n) = self.columns.get(&name) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(name.clone());
+        self.columns.insert(name, n);
+        n
+    }
+
+    /// The number of the standard cell `name`, the `place`th of its message.
+    fn standard(&mut self, place: usize, name: &Name) -> u32 {
+        if let Some((last, n)) = self.standard.get(place)
+            && same_name(last, name)
+        {
+            return *n;
+        }
+        let n = self.number(name.to_string());
+        // Places are asked in order, so `place` is at most the length.
+        if place < self.standard.len() {
+            self.standard[place] = (name.clone(), n);
+        } else {
+            self.standard.push((name.clone(), n));
+        }
+        n
     }
 }
 
@@ -157,22 +198,19 @@ enum Held<'a> {
     Owned(String),
 }
 
-/// A named value of a row.
-struct Named<'a> {
-    name: &'a str,
-    value: Held<'a>,
-}
-
-impl RowCell for Named<'_> {
-    fn name(&self) -> &str {
-        self.name
-    }
+impl Held<'_> {
     fn value(&self) -> ValueRef<'_> {
-        match &self.value {
+        match self {
             Held::Borrowed(v) => *v,
             Held::Owned(s) => ValueRef::Str(s),
         }
     }
+}
+
+/// A value of a row and the number of its column among the request's.
+struct Numbered<'a> {
+    number: u32,
+    value: Held<'a>,
 }
 
 /// A value found in an object, before its column's name is looked up.
@@ -235,7 +273,7 @@ impl DirectBuild {
     ) -> Result<Built, Unsupported> {
         let (call, parts) =
             message_parts(msg, None, shared, received_at, None).map_err(|_| Unsupported)?;
-        self.add(&parts, max_columns)?;
+        self.add(msg, &parts, max_columns)?;
         Ok(Built {
             call,
             id: parts.id,
@@ -243,83 +281,88 @@ impl DirectBuild {
         })
     }
 
-    /// Adds the rows of one message: `tracks` (track calls) and its own table.
-    pub(super) fn add(&mut self, parts: &Parts, max_columns: usize) -> Result<(), Unsupported> {
+    /// Adds the rows of one message: `tracks` (track calls) and its own table. `msg` is the
+    /// message `parts` were read from, whose tape has its objects' members.
+    pub(super) fn add(
+        &mut self,
+        msg: &Top,
+        parts: &Parts,
+        max_columns: usize,
+    ) -> Result<(), Unsupported> {
         self.messages += 1;
         let stamp = self.messages;
         let mut found: Vec<Found> = Vec::new();
         if let Some(ctx) = &parts.context {
             let root = self.paths.root(None);
-            self.walk(ctx, root, 1, &mut found)?;
+            self.walk(msg, ctx, root, 1, &mut found)?;
         }
         let context_values = found.len();
         if let Some(props) = &parts.properties {
             let root = self.paths.root(Some(parts.reserved));
-            self.walk(props, root, 1, &mut found)?;
+            self.walk(msg, props, root, 1, &mut found)?;
         }
-        let mut row: Vec<Named> = Vec::with_capacity(parts.standard.len() + found.len());
-        row.extend(parts.standard.iter().map(|(name, value)| Named {
-            name,
-            value: Held::Borrowed(value.as_ref()),
-        }));
-        // Names are looked up after the walk, whose key paths may grow the list they live in.
-        let mut numbers = Vec::with_capacity(found.len());
-        for f in &found {
-            numbers.push(self.paths.column(f.path).1);
+        let mut row: Vec<Numbered> = Vec::with_capacity(parts.standard.len() + found.len());
+        for (place, (name, value)) in parts.standard.iter().enumerate() {
+            row.push(Numbered {
+                number: self.paths.standard(place, name),
+                value: Held::Borrowed(value.as_ref()),
+            });
         }
-        if self.written.len() < self.paths.columns.len() {
-            self.written.resize(self.paths.columns.len(), 0);
-        }
-        for &n in &numbers {
-            if self.written[n as usize] == stamp {
-                return Err(Unsupported); // two values on one column: `_unmapped`
-            }
-            self.written[n as usize] = stamp;
-        }
-        let paths = &self.paths.paths;
         for f in found {
-            let name = &paths[f.path as usize]
-                .column
-                .as_ref()
-                .expect("named above")
-                .0;
-            row.push(Named {
-                name,
+            row.push(Numbered {
+                number: self.paths.column(f.path),
                 value: f.value,
             });
         }
+        if self.written.len() < self.paths.names.len() {
+            self.written.resize(self.paths.names.len(), 0);
+        }
+        for cell in &row {
+            let n = cell.number as usize;
+            if self.written[n] == stamp {
+                return Err(Unsupported); // two values on one column: `_unmapped`
+            }
+            self.written[n] = stamp;
+        }
         let standard = parts.standard.len();
         let tracks_cells = standard + context_values;
-        let non_null =
-            |cells: &[Named]| cells.iter().filter(|c| c.value() != ValueRef::Null).count();
+        let non_null = |cells: &[Numbered]| {
+            cells
+                .iter()
+                .filter(|c| !matches!(c.value, Held::Borrowed(ValueRef::Null)))
+                .count()
+        };
         if non_null(&row) > max_columns
             || (parts.tracks && non_null(&row[..tracks_cells]) > max_columns)
         {
             return Err(Unsupported);
         }
         let event = stamp - 1;
+        let names = &self.paths.names;
         if !parts.tracks {
-            return table(&mut self.tables, &parts.table).append(&row, event);
+            return table(&mut self.tables, &parts.table).append(names, &row, event);
         }
         // A track call's event table takes the call's own cells from `tracks`, a column at a
         // time when it is finished (as `bulk` does): only the rest of its row is appended.
         let tracks = table(&mut self.tables, TRACKS);
-        tracks.append(&row[..tracks_cells], event)?;
+        tracks.append(names, &row[..tracks_cells], event)?;
         let at = tracks.buffer.rows() as u32 - 1;
         let own = table(&mut self.tables, &parts.table);
-        for (name, _) in &parts.standard {
-            if !own.fixed.iter().any(|f| same_name(f, name)) {
+        for ((name, _), cell) in parts.standard.iter().zip(&row) {
+            if !own.fixed_numbers.contains(&cell.number) {
+                own.fixed_numbers.push(cell.number);
                 own.fixed.push(name.clone());
             }
         }
         own.picks.push(at);
-        own.append(&row[standard..], event)
+        own.append(names, &row[standard..], event)
     }
 
     /// The values of `obj` (at key path `at`, `depth` keys deep) in `found`, in the order
     /// [`flatten`](crate::model::flatten::flatten) gives their cells.
     fn walk<'a>(
         &mut self,
+        msg: &Top<'a>,
         obj: &RawObject<'a>,
         at: u32,
         depth: usize,
@@ -331,9 +374,12 @@ impl DirectBuild {
             }
             let path = self.paths.child(at, key)?;
             if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
-                let inner = RawObject::of_valid(text).map_err(|_| Unsupported)?;
+                let inner = msg
+                    .object(text)
+                    .unwrap_or_else(|| RawObject::of_valid(text))
+                    .map_err(|_| Unsupported)?;
                 if !inner.0.is_empty() {
-                    self.walk(&inner, path, depth + 1, found)?;
+                    self.walk(msg, &inner, path, depth + 1, found)?;
                     continue;
                 }
             }
@@ -423,6 +469,8 @@ fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
                 events: Vec::new(),
                 picks: Vec::new(),
                 fixed: Vec::new(),
+                fixed_numbers: Vec::new(),
+                indices: Vec::new(),
             });
             tables.len() - 1
         }
@@ -431,8 +479,35 @@ fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
 }
 
 impl Building {
-    fn append(&mut self, row: &[Named], event: u32) -> Result<(), Unsupported> {
-        self.buffer.append(row).map_err(|_| Unsupported)?;
+    /// Appends a row of values numbered as the request's columns, whose names are `names`.
+    fn append(
+        &mut self,
+        names: &[String],
+        row: &[Numbered],
+        event: u32,
+    ) -> Result<(), Unsupported> {
+        let mut cells = Vec::with_capacity(row.len());
+        for cell in row {
+            let n = cell.number as usize;
+            if self.indices.len() <= n {
+                self.indices.resize(names.len(), u32::MAX);
+            }
+            let value = cell.value.value();
+            let column = match self.indices[n] {
+                u32::MAX => match self.buffer.column_index(&names[n], value) {
+                    Some(idx) => {
+                        self.indices[n] = idx as u32;
+                        idx
+                    }
+                    None => continue, // a null of a column the table does not have
+                },
+                idx => idx as usize,
+            };
+            cells.push(AtColumn { column, value });
+        }
+        self.buffer
+            .append_indexed(&cells)
+            .map_err(|_| Unsupported)?;
         self.events.push(event);
         Ok(())
     }

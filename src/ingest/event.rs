@@ -347,7 +347,9 @@ pub(super) fn object_field<'a>(
     match obj.get(field).map(|r| r.get()) {
         None | Some("null") => Ok(None),
         // Accepted by the parser with the rest of the body.
-        Some(t) if t.starts_with('{') => RawObject::of_valid(t)
+        Some(t) if t.starts_with('{') => obj
+            .object(t)
+            .unwrap_or_else(|| RawObject::of_valid(t))
             .map(Some)
             .map_err(|e| bad("invalid_json", field, e.to_string())),
         Some(_) => Err(bad(code, field, format!("{field} must be an object"))),

@@ -9,7 +9,8 @@ use std::fmt;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::model::members::Key;
+use crate::model::members::{Key, RawObject};
+use crate::model::tape::Tape;
 use crate::model::valid_json;
 
 /// How many top-level fields the event and Segment rules read (the slots of [`known`]).
@@ -45,6 +46,10 @@ pub struct Top<'a> {
     fields: Vec<(Cow<'a, str>, Raw<'a>)>,
     /// The last value of each field [`known`] gives a slot.
     known: [Option<Raw<'a>>; KNOWN],
+    /// The message's text, when the validating walk read it and recorded its objects' members
+    /// on `tape`.
+    text: &'a str,
+    tape: Tape,
 }
 
 /// A value's JSON text as sent, accepted with the rest of its message.
@@ -63,11 +68,33 @@ impl<'a> Top<'a> {
     /// walk of [`valid_json`] where it can, else by serde_json, which also says why a text is
     /// refused (`is_data()` when it is JSON but not an object).
     pub fn parse(text: &'a str) -> Result<Top<'a>, serde_json::Error> {
+        Top::parse_on(text, Tape::for_text(text.len()))
+    }
+
+    /// [`Top::parse`], recording on `tape`: an earlier message's ([`Top::into_tape`]), so the
+    /// messages of a batch share one.
+    pub fn parse_on(text: &'a str, mut tape: Tape) -> Result<Top<'a>, serde_json::Error> {
         let mut top = Top::default();
-        if valid_json::object_members(text, |k, v| top.push(Cow::Borrowed(k), Raw(v))) {
+        if valid_json::object_members_taped(text, &mut tape, |k, v| {
+            top.push(Cow::Borrowed(k), Raw(v))
+        }) {
+            top.text = text;
+            top.tape = tape;
             return Ok(top);
         }
         serde_json::from_str(text)
+    }
+
+    /// The tape, for the next message ([`Top::parse_on`]).
+    pub fn into_tape(self) -> Tape {
+        self.tape
+    }
+
+    /// The members of `value`, an object's text within this message (a field's value or a
+    /// value within one), from what the validating walk recorded; `None` when it has not
+    /// recorded them (the caller then walks the text: [`RawObject::of_valid`]).
+    pub fn object(&self, value: &'a str) -> Option<Result<RawObject<'a>, serde_json::Error>> {
+        self.tape.object(self.text, value)
     }
 
     fn push(&mut self, key: Cow<'a, str>, value: Raw<'a>) {

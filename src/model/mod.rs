@@ -1,7 +1,7 @@
 //! The ground floor: what every layer may use and what imports nothing of the crate above it.
 //! Ids ([`ids`]), time values ([`time`]), the row model ([`value`]: a typed `Value`, a named
 //! `Cell`), an object's members as sent ([`members`]), a validating walk over a message's text
-//! ([`valid_json`]), how a JSON object becomes typed cells ([`flatten`]), warehouse names
+//! ([`valid_json`]) and where it found each object's members ([`tape`]), how a JSON object becomes typed cells ([`flatten`]), warehouse names
 //! ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
 //! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused
 //! by a rule ([`invalid`]), and the rows a writer lends to fresh reads ([`fresh`]). Ingest,
@@ -16,6 +16,7 @@ pub mod invalid;
 pub mod members;
 pub mod naming;
 pub mod schema;
+pub mod tape;
 pub mod text;
 pub mod time;
 pub mod valid_json;

@@ -1,7 +1,8 @@
 //! A validating walk over one JSON object's text, for the shape messages come in: the members of
 //! a top-level object, each value's text as sent, found in one pass that also checks the whole
 //! text is JSON (RFC 8259: strings without raw control characters, known escapes, the number
-//! grammar, literals, brackets that match, nothing after the object).
+//! grammar, literals, brackets that match, nothing after the object). The same pass can record
+//! where every object's members are ([`Tape`]), so nothing walks the text again to find them.
 //!
 //! It is the fast road, not the judge. It gives up (`false`) on anything it does not read
 //! itself — an escape in a top-level key, nesting deeper than [`MAX_DEPTH`], any text that is not
@@ -9,16 +10,48 @@
 //! only what serde_json accepts, with the same members (tested against it on generated and
 //! mutated text), and never refuses anything on its own.
 
+use super::tape::{Entry, Tape};
+
 /// Deepest nesting read here (serde_json puts no limit on a value it skips).
 pub const MAX_DEPTH: usize = 64;
 
 /// Walks `text`, which must be one JSON object, calling `member` with each key (without its
 /// quotes; a top-level key has no escapes) and value text, in order. `false` when it gave up: `text` may
 /// still be valid JSON, and `member` may have been called for some members already.
-pub fn object_members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> bool {
+pub fn object_members<'a>(text: &'a str, member: impl FnMut(&'a str, &'a str)) -> bool {
+    walk(text, None, member)
+}
+
+/// [`object_members`], also recording on `tape` (cleared first) the members of every object
+/// in `text` outside arrays, the top level's included. When it gives up, `tape` records
+/// nothing.
+pub fn object_members_taped<'a>(
+    text: &'a str,
+    tape: &mut Tape,
+    member: impl FnMut(&'a str, &'a str),
+) -> bool {
+    tape.clear();
+    // Offsets are kept in 32 bits; a longer text is walked without a tape.
+    let record = u32::try_from(text.len()).is_ok();
+    let read = walk(text, record.then(|| tape.entries_mut()), member);
+    if read && record {
+        tape.set_recorded();
+    } else {
+        tape.clear();
+    }
+    read
+}
+
+fn walk<'a>(
+    text: &'a str,
+    tape: Option<&mut Vec<Entry>>,
+    mut member: impl FnMut(&'a str, &'a str),
+) -> bool {
     let mut s = Scan {
         b: text.as_bytes(),
         at: 0,
+        tape,
+        arrays: 0,
     };
     s.ws();
     if s.byte() != Some(b'{') {
@@ -35,6 +68,7 @@ pub fn object_members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str
                 return false;
             }
             let key = &text[key_start + 1..s.at - 1];
+            let slot = s.open(key_start, false);
             s.ws();
             if s.byte() != Some(b':') {
                 return false;
@@ -45,6 +79,7 @@ pub fn object_members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str
             if s.value(1).is_none() {
                 return false;
             }
+            s.close(slot, value_start);
             member(key, &text[value_start..s.at]);
             s.ws();
             match s.byte() {
@@ -66,12 +101,48 @@ pub fn object_members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str
 
 /// A cursor; it only ever stops on ASCII bytes, so slicing the text there is on a character
 /// boundary.
-struct Scan<'a> {
+struct Scan<'a, 't> {
     b: &'a [u8],
     at: usize,
+    /// Where members are recorded, if they are.
+    tape: Option<&'t mut Vec<Entry>>,
+    /// How many arrays the cursor is in: members inside an array are not recorded.
+    arrays: u32,
 }
 
-impl Scan<'_> {
+impl Scan<'_, '_> {
+    /// Records the member whose key (quotes included) starts at `key_start` and ends at the
+    /// cursor, before its value is read; the entry's index, or `u32::MAX` when not recorded.
+    fn open(&mut self, key_start: usize, escaped: bool) -> u32 {
+        match &mut self.tape {
+            Some(tape) if self.arrays == 0 => {
+                tape.push(Entry {
+                    key_start: key_start as u32,
+                    key_end: self.at as u32,
+                    escaped,
+                    value_start: 0,
+                    value_end: 0,
+                    next: 0,
+                });
+                tape.len() as u32 - 1
+            }
+            _ => u32::MAX,
+        }
+    }
+
+    /// Finishes entry `slot` once its value (from `value_start` to the cursor) was read.
+    fn close(&mut self, slot: u32, value_start: usize) {
+        if let Some(tape) = &mut self.tape
+            && slot != u32::MAX
+        {
+            let next = tape.len() as u32;
+            let e = &mut tape[slot as usize];
+            e.value_start = value_start as u32;
+            e.value_end = self.at as u32;
+            e.next = next;
+        }
+    }
+
     fn byte(&self) -> Option<u8> {
         self.b.get(self.at).copied()
     }
@@ -82,11 +153,13 @@ impl Scan<'_> {
         }
     }
 
-    /// A string whose opening quote is at the cursor; the cursor ends past the closing quote.
-    /// `key`: a top-level key, which serde_json reads into text (so its escapes are left to
-    /// it); any other string is skipped as serde_json skips it, escapes checked for form.
-    fn string(&mut self, key: bool) -> Option<()> {
+    /// A string whose opening quote is at the cursor; the cursor ends past the closing quote;
+    /// whether it had escapes. `key`: a top-level key, which serde_json reads into text (so
+    /// its escapes are left to it); any other string is skipped as serde_json skips it,
+    /// escapes checked for form.
+    fn string(&mut self, key: bool) -> Option<bool> {
         self.at += 1;
+        let mut escaped = false;
         loop {
             self.skip_plain();
             // The stop byte is within the next eight (or the text ends first).
@@ -94,7 +167,7 @@ impl Scan<'_> {
                 match self.byte()? {
                     b'"' => {
                         self.at += 1;
-                        return Some(());
+                        return Some(escaped);
                     }
                     b'\\' => break,
                     0..=0x1f => return None,
@@ -104,6 +177,7 @@ impl Scan<'_> {
             if key {
                 return None;
             }
+            escaped = true;
             match self.b.get(self.at + 1)? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.at += 2,
                 // Four hex digits, whatever code point they make (a lone surrogate too), as
@@ -142,9 +216,14 @@ impl Scan<'_> {
     /// Any value at the cursor, `depth` containers deep; the cursor ends past it.
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.byte()? {
-            b'"' => self.string(false),
+            b'"' => self.string(false).map(drop),
             b'{' => self.container(depth + 1, b'}', true),
-            b'[' => self.container(depth + 1, b']', false),
+            b'[' => {
+                self.arrays += 1;
+                let read = self.container(depth + 1, b']', false);
+                self.arrays -= 1;
+                read
+            }
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),
             b'n' => self.word(b"null"),
@@ -165,19 +244,25 @@ impl Scan<'_> {
             return Some(());
         }
         loop {
+            let mut slot = u32::MAX;
+            let mut value_start = self.at;
             if members {
                 if self.byte()? != b'"' {
                     return None;
                 }
-                self.string(false)?;
+                let key_start = self.at;
+                let escaped = self.string(false)?;
+                slot = self.open(key_start, escaped);
                 self.ws();
                 if self.byte()? != b':' {
                     return None;
                 }
                 self.at += 1;
                 self.ws();
+                value_start = self.at;
             }
             self.value(depth)?;
+            self.close(slot, value_start);
             self.ws();
             match self.byte()? {
                 b',' => {
@@ -238,6 +323,7 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::members::RawObject;
     use serde_json::value::RawValue;
 
     fn walked(text: &str) -> Option<Vec<(String, String)>> {
@@ -273,10 +359,24 @@ mod tests {
         serde_json::from_str::<All>(text).ok().map(|a| a.0)
     }
 
+    /// Whether the walk reads `text`; if it does, with serde_json's members, and with a tape
+    /// that gives each object value the members `RawObject::of_valid` finds in it.
     fn check(text: &str) -> bool {
         let ours = walked(text);
         if let Some(members) = &ours {
             assert_eq!(Some(members), by_parser(text).as_ref(), "{text:?}");
+            let mut tape = Tape::default();
+            let mut values = Vec::new();
+            assert!(object_members_taped(text, &mut tape, |_, v| values.push(v)));
+            for v in values.into_iter().filter(|v| v.starts_with('{')) {
+                let taped = tape
+                    .object(text, v)
+                    .expect("an object value is on the tape");
+                match (taped, RawObject::of_valid(v)) {
+                    (Ok(t), Ok(w)) => assert_eq!(t.0, w.0, "{text:?}"),
+                    (t, w) => assert_eq!(t.is_ok(), w.is_ok(), "{text:?}"),
+                }
+            }
         }
         ours.is_some()
     }
