@@ -25,8 +25,8 @@ use crate::ingest::segment::{Call, Shared, parse_message};
 use crate::ingest::submit::{BatchError, Item, Prebuilt};
 use crate::ingest::top_fields::Top;
 use crate::ingest::{Accepted, IngestError, bulk};
-use crate::model::TeamId;
 use crate::model::tape::Tape;
+use crate::model::{TeamId, valid_json};
 
 /// `POST /v1/batch`, behind the router's middleware (the fast lane answers `POST`s itself with
 /// [`respond`]; this serves a router driven without it).
@@ -377,8 +377,8 @@ fn batch(body: &[u8]) -> Result<Messages<'_>, ApiError> {
 }
 
 fn single(body: &[u8]) -> Result<Messages<'_>, ApiError> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
+    let text = valid_json::utf8(body)
+        .ok_or_else(|| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
     #[derive(Deserialize)]
     struct Key {
         #[serde(default, rename = "writeKey")]
@@ -395,8 +395,8 @@ fn single(body: &[u8]) -> Result<Messages<'_>, ApiError> {
 /// NDJSON: one message per non-blank line. A `writeKey` may come on the lines; if several
 /// lines carry one, they must agree.
 fn lines(body: &[u8]) -> Result<Messages<'_>, ApiError> {
-    let text = std::str::from_utf8(body)
-        .map_err(|_| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
+    let text = valid_json::utf8(body)
+        .ok_or_else(|| ApiError::bad_request("invalid_json", "body is not UTF-8"))?;
     let list: Vec<&str> = text
         .split('\n')
         .map(|l| l.trim_end_matches('\r'))

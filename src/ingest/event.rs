@@ -13,6 +13,7 @@ use crate::model::Invalid;
 use crate::model::flatten::{self, Names, UNMAPPED};
 use crate::model::members::RawObject;
 use crate::model::naming;
+use crate::model::valid_json;
 use crate::model::value::{Cell, Value};
 
 /// Longest accepted event name, in characters.
@@ -122,9 +123,9 @@ fn parse_with(
     max_columns: usize,
     id: Option<&str>,
 ) -> Result<EventRows, Invalid> {
-    let parsed = match std::str::from_utf8(body) {
-        Ok(text) => Top::parse(text),
-        Err(_) => serde_json::from_slice(body), // says where the bytes stop being UTF-8
+    let parsed = match valid_json::utf8(body) {
+        Some(text) => Top::parse(text),
+        None => serde_json::from_slice(body), // says where the bytes stop being UTF-8
     };
     let obj: Top = parsed.map_err(|e| {
         if e.is_data() {

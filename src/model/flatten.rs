@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use super::invalid::Invalid;
 use super::members::RawObject;
 use super::naming;
+use super::unescape::string_value;
 use super::value::{Cell, Value};
 
 /// Objects nest into `a_b_c` columns up to this many keys deep; deeper ones become JSON text.
@@ -288,7 +289,10 @@ pub fn typed(text: &str) -> Result<Value, Invalid> {
         Some(b'"') if text.len() >= 2 && !text.as_bytes().contains(&b'\\') => {
             Value::Str(text[1..text.len() - 1].to_string())
         }
-        Some(b'"') => Value::Str(serde_json::from_str(text).map_err(bad)?),
+        Some(b'"') => Value::Str(match string_value(text) {
+            Some(s) => s,
+            None => serde_json::from_str(text).map_err(bad)?,
+        }),
         Some(b't') => Value::Bool(true),
         Some(b'f') => Value::Bool(false),
         Some(b'n') => Value::Null,

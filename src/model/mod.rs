@@ -1,8 +1,9 @@
 //! The ground floor: what every layer may use and what imports nothing of the crate above it.
 //! Ids ([`ids`]), time values ([`time`]), the row model ([`value`]: a typed `Value`, a named
 //! `Cell`), an object's members as sent ([`members`]), a validating walk over a message's text
-//! ([`valid_json`]) and where it found each object's members ([`tape`]), how a JSON object becomes typed cells ([`flatten`]), warehouse names
-//! ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
+//! ([`valid_json`]) and where it found each object's members ([`tape`]), a JSON string's value
+//! read from its text ([`unescape`]), how a JSON object becomes typed cells ([`flatten`]),
+//! warehouse names ([`naming`]), table schemas and column types with their widening ([`schema`]), values as
 //! text ([`text`]), the filter model and its evaluation with Arrow ([`filter`]), input refused
 //! by a rule ([`invalid`]), and the rows a writer lends to fresh reads ([`fresh`]). Ingest,
 //! download, the warehouse, the WAL and the catalog all build on these, so the arrows between
@@ -19,6 +20,7 @@ pub mod schema;
 pub mod tape;
 pub mod text;
 pub mod time;
+pub mod unescape;
 pub mod valid_json;
 pub mod value;
 

@@ -12,6 +12,13 @@
 
 use super::tape::{Entry, Tape};
 
+/// `bytes` as text, if they are UTF-8: checked with SIMD, which runs many times faster than
+/// `std::str::from_utf8` on text that is not ASCII (and on which a request's whole body
+/// waits). `None` says only that they are not; `std::str::from_utf8` says where.
+pub fn utf8(bytes: &[u8]) -> Option<&str> {
+    simdutf8::basic::from_utf8(bytes).ok()
+}
+
 /// Deepest nesting read here (serde_json puts no limit on a value it skips).
 pub const MAX_DEPTH: usize = 64;
 
@@ -194,9 +201,14 @@ impl Scan<'_, '_> {
         }
     }
 
-    /// Past the bytes of a string that need no look (not `"`, `\\`, or a control character),
-    /// eight at a time, as serde_json skips them: long texts are most of some messages.
+    /// Past the bytes of a string that need no look (not `"`, `\\`, or a control character):
+    /// long texts are most of some messages. Sixteen at a time with SSE2 (every x86-64 has
+    /// it), then eight at a time, as serde_json skips them.
     fn skip_plain(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        if self.skip_plain_sse2() {
+            return;
+        }
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGHS: u64 = 0x8080_8080_8080_8080;
         // Whether any byte of `v` is below `n` (n <= 128), exactly.
@@ -211,6 +223,34 @@ impl Scan<'_, '_> {
             }
             self.at += 8;
         }
+    }
+
+    /// [`Scan::skip_plain`] sixteen bytes at a time: `true` when the cursor stopped on a byte
+    /// that needs a look, `false` when fewer than sixteen are left.
+    #[cfg(target_arch = "x86_64")]
+    fn skip_plain_sse2(&mut self) -> bool {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+            _mm_or_si128, _mm_set1_epi8,
+        };
+        while let Some(chunk) = self.b.get(self.at..self.at + 16) {
+            // SAFETY: SSE2 is part of x86-64, and the load reads the sixteen bytes of `chunk`
+            // (unaligned loads are allowed).
+            let stops = unsafe {
+                let v = _mm_loadu_si128(chunk.as_ptr().cast::<__m128i>());
+                let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+                let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+                // A byte at most 0x1f, unsigned: its minimum with 0x1f is itself.
+                let control = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+                _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+            };
+            if stops != 0 {
+                self.at += stops.trailing_zeros() as usize;
+                return true;
+            }
+            self.at += 16;
+        }
+        false
     }
 
     /// Any value at the cursor, `depth` containers deep; the cursor ends past it.
@@ -438,8 +478,19 @@ mod tests {
         for text in refused_or_left_to_serde {
             assert!(!check(text), "{text:?} is not for the walk");
         }
-        // Long texts are skipped eight bytes at a time: a stop byte anywhere in them is seen.
+        // Long texts are skipped sixteen and eight bytes at a time: a stop byte anywhere in
+        // them is seen, and DEL or bytes above 0x7f are not stops.
         for at in 0..40 {
+            assert!(!check(&format!(
+                "{{\"t\":\"{}\u{0}{}\"}}",
+                "é".repeat(at),
+                "z".repeat(at)
+            )));
+            assert!(check(&format!(
+                "{{\"t\":\"{}\u{7f}{}\"}}",
+                "a".repeat(at),
+                "é".repeat(at)
+            )));
             let (head, tail) = ("é".repeat(at / 2) + &"a".repeat(at % 2), "z".repeat(at));
             assert!(check(&format!("{{\"t\":\"{head}{tail}\"}}")));
             assert!(check(&format!("{{\"t\":\"{head}\\\"{tail}\"}}")));
