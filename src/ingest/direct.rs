@@ -65,6 +65,8 @@ struct Building {
     fixed_numbers: Vec<u32>,
     /// Per number of a request's column, its index in `buffer` (`u32::MAX` until looked up).
     indices: Vec<u32>,
+    /// Room of a row's values by index, kept for the next row ([`recycle`]).
+    cells_room: Vec<AtColumn<'static>>,
 }
 
 /// A key path seen in the request: a member of the context or properties, or of an object
@@ -249,6 +251,9 @@ pub struct DirectBuild {
     /// Per column number, the last message that wrote it (to find two values on one column).
     written: Vec<u32>,
     messages: u32,
+    /// Room of a message's scratch vectors, kept for the next ([`recycle`]).
+    found_room: Vec<Found<'static>>,
+    row_room: Vec<Numbered<'static>>,
 }
 
 /// What the answer and the log need of a message built directly.
@@ -291,7 +296,7 @@ impl DirectBuild {
     ) -> Result<(), Unsupported> {
         self.messages += 1;
         let stamp = self.messages;
-        let mut found: Vec<Found> = Vec::new();
+        let mut found: Vec<Found> = recycle(std::mem::take(&mut self.found_room));
         if let Some(ctx) = &parts.context {
             let root = self.paths.root(None);
             self.walk(msg, ctx, root, 1, &mut found)?;
@@ -301,19 +306,20 @@ impl DirectBuild {
             let root = self.paths.root(Some(parts.reserved));
             self.walk(msg, props, root, 1, &mut found)?;
         }
-        let mut row: Vec<Numbered> = Vec::with_capacity(parts.standard.len() + found.len());
+        let mut row: Vec<Numbered> = recycle(std::mem::take(&mut self.row_room));
         for (place, (name, value)) in parts.standard.iter().enumerate() {
             row.push(Numbered {
                 number: self.paths.standard(place, name),
                 value: Held::Borrowed(value.as_ref()),
             });
         }
-        for f in found {
+        for f in found.drain(..) {
             row.push(Numbered {
                 number: self.paths.column(f.path),
                 value: f.value,
             });
         }
+        self.found_room = recycle(found);
         if self.written.len() < self.paths.names.len() {
             self.written.resize(self.paths.names.len(), 0);
         }
@@ -337,10 +343,24 @@ impl DirectBuild {
         {
             return Err(Unsupported);
         }
-        let event = stamp - 1;
+        let appended = self.append_row(parts, &row, tracks_cells);
+        self.row_room = recycle(row);
+        appended
+    }
+
+    /// Appends a message's `row` (standard cells, then context, then properties) to its
+    /// tables: `tracks` takes the first `tracks_cells`.
+    fn append_row(
+        &mut self,
+        parts: &Parts,
+        row: &[Numbered],
+        tracks_cells: usize,
+    ) -> Result<(), Unsupported> {
+        let event = self.messages - 1;
+        let standard = parts.standard.len();
         let names = &self.paths.names;
         if !parts.tracks {
-            return table(&mut self.tables, &parts.table).append(names, &row, event);
+            return table(&mut self.tables, &parts.table).append(names, row, event);
         }
         // A track call's event table takes the call's own cells from `tracks`, a column at a
         // time when it is finished (as `bulk` does): only the rest of its row is appended.
@@ -348,7 +368,7 @@ impl DirectBuild {
         tracks.append(names, &row[..tracks_cells], event)?;
         let at = tracks.buffer.rows() as u32 - 1;
         let own = table(&mut self.tables, &parts.table);
-        for ((name, _), cell) in parts.standard.iter().zip(&row) {
+        for ((name, _), cell) in parts.standard.iter().zip(row) {
             if !own.fixed_numbers.contains(&cell.number) {
                 own.fixed_numbers.push(cell.number);
                 own.fixed.push(name.clone());
@@ -471,6 +491,7 @@ fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
                 fixed: Vec::new(),
                 fixed_numbers: Vec::new(),
                 indices: Vec::new(),
+                cells_room: Vec::new(),
             });
             tables.len() - 1
         }
@@ -486,7 +507,7 @@ impl Building {
         row: &[Numbered],
         event: u32,
     ) -> Result<(), Unsupported> {
-        let mut cells = Vec::with_capacity(row.len());
+        let mut cells: Vec<AtColumn> = recycle(std::mem::take(&mut self.cells_room));
         for cell in row {
             let n = cell.number as usize;
             if self.indices.len() <= n {
@@ -505,12 +526,24 @@ impl Building {
             };
             cells.push(AtColumn { column, value });
         }
-        self.buffer
-            .append_indexed(&cells)
-            .map_err(|_| Unsupported)?;
+        let appended = self.buffer.append_indexed(&cells);
+        self.cells_room = recycle(cells);
+        appended.map_err(|_| Unsupported)?;
         self.events.push(event);
         Ok(())
     }
+}
+
+/// `room` emptied, as a vector of another element type of the same size and alignment (here,
+/// one type at two lifetimes): scratch vectors that borrow one message's text keep their
+/// allocation for the next message. Collecting a mapped `vec::IntoIter` into a vector reuses
+/// its allocation when the layouts match (std's in-place iteration); were it not to, this
+/// would allocate, and still be right.
+fn recycle<T, U>(mut room: Vec<T>) -> Vec<U> {
+    room.clear();
+    room.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
 }
 
 #[cfg(test)]

@@ -236,5 +236,16 @@ fn the_rows_of_messages_not_logged_are_taken_out() {
     assert!(rows_of(tables, &[true, true]).is_err());
 }
 
+/// A message's scratch vectors keep their room for the next message, at another lifetime.
+#[test]
+fn recycled_scratch_keeps_its_room() {
+    let text = String::from("borrowed");
+    let mut v: Vec<&str> = Vec::with_capacity(64);
+    v.push(&text);
+    let u: Vec<&'static str> = recycle(v);
+    assert!(u.is_empty());
+    assert!(u.capacity() >= 64, "room {}", u.capacity());
+}
+
 #[path = "direct_campaign_tests.rs"]
 mod campaign;
