@@ -28,8 +28,9 @@ pub struct Entry {
 #[derive(Debug, Default)]
 pub struct Tape {
     entries: Vec<Entry>,
-    /// Whether the walk read the whole text (else nothing is recorded and nothing is found).
-    recorded: bool,
+    /// Where the text the walk read whole starts and how long it is; `None` when it did not
+    /// (nothing is recorded then, and nothing is found).
+    recorded: Option<(usize, usize)>,
 }
 
 impl Tape {
@@ -37,33 +38,34 @@ impl Tape {
     pub fn for_text(len: usize) -> Tape {
         Tape {
             entries: Vec::with_capacity(len / 24 + 4),
-            recorded: false,
+            recorded: None,
         }
     }
 
     pub(super) fn clear(&mut self) {
         self.entries.clear();
-        self.recorded = false;
+        self.recorded = None;
     }
 
     pub(super) fn entries_mut(&mut self) -> &mut Vec<Entry> {
         &mut self.entries
     }
 
-    pub(super) fn set_recorded(&mut self) {
-        self.recorded = true;
+    pub(super) fn set_recorded(&mut self, text: &str) {
+        self.recorded = Some((text.as_ptr() as usize, text.len()));
     }
 
     /// The members of `object`, the text of an object value within `text` (the text the tape
     /// was recorded from), as [`RawObject::of_valid`] would find them; `None` when the tape
-    /// does not have them (not recorded, not an object of `text`, or one inside an array), and
+    /// does not have them (not recorded, recorded from another text, not an object of `text`,
+    /// or one inside an array), and
     /// `Err` as `of_valid` says it for a key that is not a string of characters.
     pub fn object<'a>(
         &self,
         text: &'a str,
         object: &'a str,
     ) -> Option<Result<RawObject<'a>, serde_json::Error>> {
-        if !self.recorded || !object.starts_with('{') {
+        if self.recorded != Some((text.as_ptr() as usize, text.len())) || !object.starts_with('{') {
             return None;
         }
         let start = (object.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
@@ -206,8 +208,10 @@ mod tests {
         let mut tape = Tape::default();
         assert!(object_members_taped(text, &mut tape, |_, _| {}));
         assert!(tape.object(text, &text[5..12]).is_some());
-        // Another text's object, a part of a value, a value that is not an object.
+        // Another text's object (also asked as if of the text it is in), a part of a value, a
+        // value that is not an object.
         assert!(tape.object(text, &other[5..12]).is_none());
+        assert!(tape.object(&other, &other[5..12]).is_none());
         assert!(tape.object(text, &text[5..11]).is_none());
         assert!(tape.object(text, &text[10..11]).is_none());
         // A walk that gave up records nothing.

@@ -42,7 +42,7 @@ pub fn object_members_taped<'a>(
     let record = u32::try_from(text.len()).is_ok();
     let read = walk(text, record.then(|| tape.entries_mut()), member);
     if read && record {
-        tape.set_recorded();
+        tape.set_recorded(text);
     } else {
         tape.clear();
     }
