@@ -59,10 +59,9 @@ struct Building {
     events: Vec<u32>,
     /// An event table's rows in `tracks`, whose call's own columns it gathers from there.
     picks: Vec<u32>,
-    /// The call's own columns of an event table, in order of first appearance.
-    fixed: Vec<Name>,
-    /// Their numbers among the request's columns.
-    fixed_numbers: Vec<u32>,
+    /// The call's own columns of an event table (numbers of the request's columns), in order
+    /// of first appearance.
+    fixed: Vec<u32>,
     /// Per number of a request's column, its index in `buffer` (`u32::MAX` until looked up).
     indices: Vec<u32>,
     /// Room of a row's values by index, kept for the next row ([`recycle`]).
@@ -368,10 +367,9 @@ impl DirectBuild {
         tracks.append(names, &row[..tracks_cells], event)?;
         let at = tracks.buffer.rows() as u32 - 1;
         let own = table(&mut self.tables, &parts.table);
-        for ((name, _), cell) in parts.standard.iter().zip(row) {
-            if !own.fixed_numbers.contains(&cell.number) {
-                own.fixed_numbers.push(cell.number);
-                own.fixed.push(name.clone());
+        for cell in &row[..standard] {
+            if !own.fixed.contains(&cell.number) {
+                own.fixed.push(cell.number);
             }
         }
         own.picks.push(at);
@@ -414,6 +412,7 @@ impl DirectBuild {
     /// The tables built, in the order their first rows came.
     pub fn finish(self) -> Result<Vec<DirectTable>, Unsupported> {
         let mut tables = self.tables;
+        let names = &self.paths.names;
         let tracks = match tables.iter_mut().find(|t| t.name == TRACKS) {
             Some(t) => Some(t.buffer.take_batch()),
             None => None,
@@ -424,7 +423,12 @@ impl DirectBuild {
                 (Some(tracks), _) if t.name == TRACKS => tracks.clone(),
                 (_, true) => t.buffer.take_batch(),
                 (Some(tracks), false) => {
-                    beside_tracks(tracks, t.buffer, t.picks, &t.fixed).map_err(|_| Unsupported)?
+                    let fixed: Vec<Name> = t
+                        .fixed
+                        .iter()
+                        .map(|&n| names[n as usize].clone().into())
+                        .collect();
+                    beside_tracks(tracks, t.buffer, t.picks, &fixed).map_err(|_| Unsupported)?
                 }
                 (None, false) => return Err(Unsupported),
             };
@@ -489,7 +493,6 @@ fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
                 events: Vec::new(),
                 picks: Vec::new(),
                 fixed: Vec::new(),
-                fixed_numbers: Vec::new(),
                 indices: Vec::new(),
                 cells_room: Vec::new(),
             });

@@ -75,9 +75,7 @@ impl<'a> Top<'a> {
     /// messages of a batch share one.
     pub fn parse_on(text: &'a str, mut tape: Tape) -> Result<Top<'a>, serde_json::Error> {
         let mut top = Top::default();
-        if valid_json::object_members_taped(text, &mut tape, |k, v| {
-            top.push(Cow::Borrowed(k), Raw(v))
-        }) {
+        if valid_json::object_members(text, &mut tape, |k, v| top.push(Cow::Borrowed(k), Raw(v))) {
             top.text = text;
             top.tape = tape;
             return Ok(top);

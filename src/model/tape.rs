@@ -114,7 +114,7 @@ impl Tape {
 
 #[cfg(test)]
 mod tests {
-    use super::super::valid_json::object_members_taped;
+    use super::super::valid_json::object_members;
     use super::*;
 
     /// Every object value in `text` (found by walking `of_valid`'s members), with the members
@@ -175,7 +175,7 @@ mod tests {
         let mut seen = 0;
         for text in texts {
             let mut tape = Tape::default();
-            assert!(object_members_taped(text, &mut tape, |_, _| {}), "{text}");
+            assert!(object_members(text, &mut tape, |_, _| {}), "{text}");
             let whole = RawObject::of_valid(text).unwrap();
             let mut found = Vec::new();
             objects(text, &tape, &whole, &mut found, false);
@@ -195,7 +195,7 @@ mod tests {
     fn a_key_that_is_not_characters_is_an_error_as_of_valid_says() {
         let text = r#"{"p":{"bad\ud800":1}}"#;
         let mut tape = Tape::default();
-        assert!(object_members_taped(text, &mut tape, |_, _| {}));
+        assert!(object_members(text, &mut tape, |_, _| {}));
         let value = &text[5..text.len() - 1];
         assert!(RawObject::of_valid(value).is_err());
         assert!(tape.object(text, value).unwrap().is_err());
@@ -206,7 +206,7 @@ mod tests {
         let text = r#"{"p":{"a":1},"q":{"a":1}}"#;
         let other = text.to_string();
         let mut tape = Tape::default();
-        assert!(object_members_taped(text, &mut tape, |_, _| {}));
+        assert!(object_members(text, &mut tape, |_, _| {}));
         assert!(tape.object(text, &text[5..12]).is_some());
         // Another text's object (also asked as if of the text it is in), a part of a value, a
         // value that is not an object.
@@ -215,11 +215,7 @@ mod tests {
         assert!(tape.object(text, &text[5..11]).is_none());
         assert!(tape.object(text, &text[10..11]).is_none());
         // A walk that gave up records nothing.
-        assert!(!object_members_taped(
-            "{\"a\":{\"b\":1}",
-            &mut tape,
-            |_, _| {}
-        ));
+        assert!(!object_members("{\"a\":{\"b\":1}", &mut tape, |_, _| {}));
         assert!(
             tape.object("{\"a\":{\"b\":1}", &"{\"a\":{\"b\":1}"[5..])
                 .is_none()

@@ -23,16 +23,11 @@ pub fn utf8(bytes: &[u8]) -> Option<&str> {
 pub const MAX_DEPTH: usize = 64;
 
 /// Walks `text`, which must be one JSON object, calling `member` with each key (without its
-/// quotes; a top-level key has no escapes) and value text, in order. `false` when it gave up: `text` may
-/// still be valid JSON, and `member` may have been called for some members already.
-pub fn object_members<'a>(text: &'a str, member: impl FnMut(&'a str, &'a str)) -> bool {
-    walk(text, None, member)
-}
-
-/// [`object_members`], also recording on `tape` (cleared first) the members of every object
-/// in `text` outside arrays, the top level's included. When it gives up, `tape` records
-/// nothing.
-pub fn object_members_taped<'a>(
+/// quotes; a top-level key has no escapes) and value text, in order, and records on `tape`
+/// (cleared first) the members of every object in `text` outside arrays, the top level's
+/// included. `false` when it gave up: `text` may still be valid JSON, `member` may have been
+/// called for some members already, and `tape` records nothing.
+pub fn object_members<'a>(
     text: &'a str,
     tape: &mut Tape,
     member: impl FnMut(&'a str, &'a str),
@@ -368,7 +363,10 @@ mod tests {
 
     fn walked(text: &str) -> Option<Vec<(String, String)>> {
         let mut out = Vec::new();
-        object_members(text, |k, v| out.push((k.to_string(), v.to_string()))).then_some(out)
+        object_members(text, &mut Tape::default(), |k, v| {
+            out.push((k.to_string(), v.to_string()))
+        })
+        .then_some(out)
     }
 
     /// serde_json's reading: the members of a top-level object, values as sent.
@@ -407,7 +405,7 @@ mod tests {
             assert_eq!(Some(members), by_parser(text).as_ref(), "{text:?}");
             let mut tape = Tape::default();
             let mut values = Vec::new();
-            assert!(object_members_taped(text, &mut tape, |_, v| values.push(v)));
+            assert!(object_members(text, &mut tape, |_, v| values.push(v)));
             for v in values.into_iter().filter(|v| v.starts_with('{')) {
                 let taped = tape
                     .object(text, v)
