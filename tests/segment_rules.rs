@@ -303,3 +303,65 @@ async fn clock_skew_rule_for_segment_and_rudderstack_messages() {
         "{v}"
     );
 }
+
+/// A body that is not UTF-8 is a 400 `invalid_json` on every ingest route, whatever its size
+/// (an NDJSON batch long enough to be built straight into tables too), and nothing of it is
+/// stored: the check runs on the whole body before any message is read.
+#[tokio::test]
+async fn a_body_that_is_not_utf8_is_refused_whole() {
+    let t = TestServer::start(|_| {}).await;
+    let token = t.seeded.token.clone();
+    let bad_line = |id: &str| {
+        let mut line = track(id).to_string().into_bytes();
+        let at = line.windows(7).position(|w| w == b"Clicked").unwrap();
+        line[at + 1] = 0xff; // inside the event name: not UTF-8
+        line
+    };
+    // 100 lines, the bad one in the middle; and the JSON batch and single call of it.
+    let mut ndjson = Vec::new();
+    for i in 0..100 {
+        let line = if i == 50 {
+            bad_line("utf8-nd-50")
+        } else {
+            track(&format!("utf8-nd-{i}")).to_string().into_bytes()
+        };
+        ndjson.extend(line);
+        ndjson.push(b'\n');
+    }
+    let mut batch = br#"{"batch":["#.to_vec();
+    batch.extend(bad_line("utf8-batch"));
+    batch.extend(b"]}");
+    let cases = [
+        ("/v1/batch", Some("application/x-ndjson"), ndjson),
+        ("/v1/batch", Some("application/json"), batch),
+        (
+            "/v1/track",
+            Some("application/json"),
+            bad_line("utf8-track"),
+        ),
+    ];
+    for (path, label, body) in cases {
+        let (s, v) = post(&t, path, Some(&token), label, body, false).await;
+        assert_eq!(
+            (s, v["code"].as_str()),
+            (400, Some("invalid_json")),
+            "{path} {label:?}: {v}"
+        );
+    }
+    let resp = t
+        .http
+        .post(t.url("/v1/event"))
+        .header("X-Auth-Token", &token)
+        .header("Content-Type", "application/json")
+        .body(bad_line("utf8-event"))
+        .send()
+        .await
+        .unwrap();
+    let (s, v) = common::status_json(resp).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (400, Some("invalid_json")),
+        "{v}"
+    );
+    assert!(table_ids(&t, "clicked").await.is_empty(), "nothing stored");
+}
