@@ -10,17 +10,16 @@
 //! to [`PROMPT`] and the arenas' freed ranges are given back at once (a forced `mi_collect`, on
 //! every reading while the size stays at or above the limit: a forced purge is skipped when
 //! another thread is purging at that moment, and ranges freed under the long delay keep its
-//! expiry). A thread reads the resident size every [`EVERY`] (`/proc/self/statm`, one `pread`),
+//! expiry). It decides after each reading of the resident size (`crate::resident`, every 10 ms),
 //! and goes back to keeping once the size is [`HYSTERESIS`] below the limit. Where the live
 //! memory stays below that, the two modes alternate: the freed memory fills the room up to the
 //! limit, is given back, and fills it again (for narrow batches, several times a second), each
 //! turn one forced purge. Freed pages still held by other threads' heaps are not given back by
-//! the collect; they are by mimalloc's own purges. The limit 0 keeps the prompt delay always
-//! and runs no thread; the environment variable `MIMALLOC_PURGE_DELAY`, when set, decides
-//! instead and no thread runs.
+//! the collect; they are by mimalloc's own purges. The limit 0 keeps the prompt delay always;
+//! the environment variable `MIMALLOC_PURGE_DELAY`, when set, decides instead.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// mimalloc's `purge_delay` option (its index in mimalloc 3's `mi_option_e`; the Rust bindings
@@ -33,14 +32,14 @@ pub const KEEP: Duration = Duration::from_millis(1000);
 /// Purge delay at or above the limit, and for commands that are not a server.
 pub const PROMPT: Duration = Duration::from_millis(10);
 
-/// How often the resident size is read.
-pub const EVERY: Duration = Duration::from_millis(10);
-
 /// How far below the limit the resident size must fall before freed memory is kept again.
 pub const HYSTERESIS: u64 = 32 << 20;
 
 /// The resident size above which freed memory goes back promptly; 0 until a server starts.
 static LIMIT: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the mode in force (set by the reading hook) is [`Mode::Keep`].
+static KEEPING: AtomicBool = AtomicBool::new(false);
 
 /// Sets the prompt purge delay, unless the operator set `MIMALLOC_PURGE_DELAY`. Called first
 /// thing by the binary, so a command that is not a server (the load generator, an import) keeps
@@ -53,8 +52,8 @@ pub fn prompt_purge() {
 }
 
 /// Lets freed memory stay with the allocator while the process holds less than `limit` bytes
-/// (0: never), from now on; starts the watching thread the first time. A later call changes the
-/// limit (tests start several servers in one process).
+/// (0: never), from now on; starts following the resident size the first time. A later call
+/// changes the limit (tests start several servers in one process).
 pub fn reuse_below(limit: u64) {
     if operator_decides() {
         return;
@@ -64,13 +63,11 @@ pub fn reuse_below(limit: u64) {
         switch(Mode::Prompt);
         return;
     }
-    static WATCHER: OnceLock<()> = OnceLock::new();
-    WATCHER.get_or_init(|| {
-        let spawned = std::thread::Builder::new()
-            .name("allocator".into())
-            .spawn(watch);
-        if let Err(e) = spawned {
-            tracing::warn!("cannot watch the resident size ({e}); freed memory goes back promptly");
+    static WATCHING: OnceLock<()> = OnceLock::new();
+    WATCHING.get_or_init(|| {
+        switch(Mode::Prompt);
+        if !crate::resident::on_reading(on_reading) {
+            tracing::warn!("the resident size is not watched; freed memory goes back promptly");
         }
     });
 }
@@ -97,28 +94,21 @@ pub fn next(mode: Mode, resident: u64, limit: u64) -> Mode {
     }
 }
 
-/// The watching thread: reads the resident size every [`EVERY`] and switches the mode.
-fn watch() {
-    let Some(mut statm) = Statm::open() else {
-        tracing::warn!("cannot read /proc/self/statm; freed memory goes back promptly");
-        return;
+/// After each reading of the resident size (on the reading thread): switches the mode.
+fn on_reading(resident: u64) {
+    let mode = if KEEPING.load(Ordering::Relaxed) {
+        Mode::Keep
+    } else {
+        Mode::Prompt
     };
-    let mut mode = Mode::Prompt;
-    switch(mode);
-    loop {
-        std::thread::sleep(EVERY);
-        let Some(resident) = statm.resident() else {
-            continue;
-        };
-        let limit = LIMIT.load(Ordering::Relaxed);
-        let now = next(mode, resident, limit);
-        if now != mode {
-            switch(now);
-            mode = now;
-            tracing::debug!(resident, ?mode, "freed memory");
-        } else if mode == Mode::Prompt && resident >= limit {
-            give_back();
-        }
+    let limit = LIMIT.load(Ordering::Relaxed);
+    let now = next(mode, resident, limit);
+    if now != mode {
+        switch(now);
+        KEEPING.store(now == Mode::Keep, Ordering::Relaxed);
+        tracing::debug!(resident, mode = ?now, "freed memory");
+    } else if mode == Mode::Prompt && resident >= limit {
+        give_back();
     }
 }
 
@@ -138,7 +128,7 @@ pub fn switch(mode: Mode) {
 fn give_back() {
     // SAFETY: mi_collect walks mimalloc's own structures under its own locks; forced, it purges
     // every arena's freed ranges, whichever thread freed them. (A thread that never allocated
-    // has no heap and mimalloc ignores its collect: the watching thread has allocated.)
+    // has no heap and mimalloc ignores its collect: the reading thread has allocated.)
     unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
@@ -153,36 +143,6 @@ pub fn delay() -> Duration {
     // SAFETY: reads an integer from mimalloc's option table.
     let ms = unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) };
     Duration::from_millis(ms.max(0) as u64)
-}
-
-/// `/proc/self/statm`, kept open and read from its start each time.
-pub struct Statm {
-    file: std::fs::File,
-    page: u64,
-    /// Read into, again and again. Allocated on the watching thread, which so has a heap of its
-    /// own: mimalloc ignores a collect from a thread that never allocated.
-    buf: Vec<u8>,
-}
-
-impl Statm {
-    pub fn open() -> Option<Self> {
-        // SAFETY: sysconf reads a constant of the system.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        Some(Statm {
-            file: std::fs::File::open("/proc/self/statm").ok()?,
-            page: u64::try_from(page).ok().filter(|&p| p > 0)?,
-            buf: vec![0; 128],
-        })
-    }
-
-    /// Resident bytes: the second of statm's numbers, in pages.
-    pub fn resident(&mut self) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
-        let n = self.file.read_at(&mut self.buf, 0).ok()?;
-        let text = std::str::from_utf8(&self.buf[..n]).ok()?;
-        let pages: u64 = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
-        Some(pages * self.page)
-    }
 }
 
 #[cfg(test)]
@@ -203,19 +163,5 @@ mod tests {
         // The limit 0: always prompt.
         assert_eq!(next(Mode::Keep, 0, 0), Mode::Prompt);
         assert_eq!(next(Mode::Prompt, 0, 0), Mode::Prompt);
-    }
-
-    /// The resident size is read from the running process. (What switching does to the
-    /// allocator is tested where mimalloc is the allocator: the binary's tests, `src/main.rs`.)
-    #[test]
-    fn the_resident_size_is_the_process_s() {
-        let mut statm = Statm::open().unwrap();
-        let before = statm.resident().unwrap();
-        // Large enough that other tests freeing memory meanwhile cannot hide it.
-        // black_box: an optimised build would otherwise never make the vector.
-        let held: Vec<u8> = std::hint::black_box(vec![1; 256 << 20]);
-        let after = statm.resident().unwrap();
-        assert!(after >= before + (128 << 20), "{before} then {after}");
-        drop(held);
     }
 }

@@ -47,6 +47,7 @@ pub mod fresh;
 pub mod http;
 pub mod ingest;
 pub mod model;
+pub mod resident;
 pub mod sql;
 pub mod store;
 pub mod wal;

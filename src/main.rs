@@ -30,7 +30,8 @@ fn no_transparent_huge_pages() {
 mod tests {
     use std::time::Duration;
 
-    use stowage::allocator::{KEEP, Mode, PROMPT, Statm, delay, switch};
+    use stowage::allocator::{KEEP, Mode, PROMPT, delay, switch};
+    use stowage::resident::Statm;
 
     /// Here mimalloc is the allocator. The option set is mimalloc's `purge_delay`: no other
     /// option defaults to 1000 (ms), so a reordered option table (another mimalloc) fails here

@@ -34,6 +34,7 @@ mod pages;
 mod paging;
 mod parquet_passthrough;
 mod process;
+mod resident_budget;
 mod roundtrip;
 mod s3;
 mod s3_outage;

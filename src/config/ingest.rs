@@ -36,6 +36,16 @@ pub struct IngestConfig {
     pub team_budget: ByteSize,
     /// Bytes all teams together may hold; beyond it → 503.
     pub global_budget: ByteSize,
+    /// Resident memory left to the process itself (runtime, catalog, dedup window, the
+    /// allocator's slack). Whatever the process holds beyond it that the budgets do not count
+    /// is charged to the teams buffering, so the resident size, read every 10 ms, stays within
+    /// `team_budget` + this for one team at full speed, and `global_budget` + this for all.
+    /// The default, 96 MiB, leaves 32 MiB of the 128 MiB SPEC §6 allows for what is allocated
+    /// between two readings. 0: the budgets count buffered bytes only.
+    pub resident_allowance: ByteSize,
+    /// A request whose team (or the process) has no room waits up to this long, before its
+    /// body is read, for a flush to make room; then 429/503. 0: refused at once.
+    pub admission_wait: HumanDuration,
     /// `Retry-After` sent with 429/503.
     pub retry_after: HumanDuration,
     /// A team actor with nothing buffered stops after this long without events.
@@ -55,6 +65,8 @@ impl Default for IngestConfig {
             max_import_body: ByteSize(1 << 30),
             team_budget: ByteSize(256 << 20),
             global_budget: ByteSize(1 << 30),
+            resident_allowance: ByteSize(96 << 20),
+            admission_wait: HumanDuration(Duration::from_secs(1)),
             retry_after: HumanDuration(Duration::from_secs(1)),
             idle_timeout: HumanDuration(Duration::from_secs(300)),
             direct_build: true,

@@ -185,6 +185,9 @@ impl Config {
         c.storage.data_dir = data_dir.into();
         c.flush.interval = HumanDuration(Duration::from_secs(3600));
         c.log.level = "warn".into();
+        // Many servers share a test process: its resident size is no one server's.
+        c.ingest.resident_allowance = ByteSize(0);
+        c.ingest.admission_wait = HumanDuration(Duration::ZERO);
         c
     }
 
@@ -210,6 +213,10 @@ impl Config {
         }
         if self.server.max_connections_per_address == 0 {
             return bad("server.max_connections_per_address", "must be at least 1");
+        }
+        if self.ingest.admission_wait.0 > Duration::from_secs(60) {
+            // A waiting request holds its connection: a minute is already longer than SDKs wait.
+            return bad("ingest.admission_wait", "must be at most 60s");
         }
         if self.accounts.hash_concurrency == 0 {
             return bad("accounts.hash_concurrency", "must be at least 1");
@@ -398,6 +405,14 @@ pub(crate) mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("nope"), "{err}");
+        let err = Config::load(
+            None,
+            env(&[("STOWAGE_INGEST__ADMISSION_WAIT", "61s")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("ingest.admission_wait"), "{err}");
     }
 
     #[test]
@@ -425,6 +440,8 @@ pub(crate) mod tests {
         assert_eq!(c.ingest.max_import_body, d.ingest.max_import_body);
         assert_eq!(c.ingest.team_budget, d.ingest.team_budget);
         assert_eq!(c.ingest.global_budget, d.ingest.global_budget);
+        assert_eq!(c.ingest.resident_allowance, d.ingest.resident_allowance);
+        assert_eq!(c.ingest.admission_wait, d.ingest.admission_wait);
         assert_eq!(c.server.listen, d.server.listen);
         assert_eq!(c.server.header_timeout, d.server.header_timeout);
         assert_eq!(c.server.body_timeout, d.server.body_timeout);

@@ -64,6 +64,23 @@ fn body_error(e: axum::Error, limit: usize) -> ApiError {
 }
 
 /// Reads the whole body, refusing more than `limit` bytes (after decompression).
+/// The most bytes a request's body may turn out to hold, before it is read: its declared length,
+/// or `limit` for a gzipped body or one of unknown length.
+pub fn expected_len(headers: &HeaderMap, limit: usize) -> u64 {
+    let plain = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|e| e.trim().is_empty() || e.trim().eq_ignore_ascii_case("identity"));
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(n) if plain => n.min(limit as u64),
+        _ => limit as u64,
+    }
+}
+
 pub async fn read_limited(
     headers: &HeaderMap,
     body: Body,

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use tracing::error;
 
 use super::AppState;
-use super::body::{header_str, is_json, read_limited};
+use super::body::{expected_len, header_str, is_json, read_limited};
 use super::request_id::Scope;
 use crate::catalog::TokenAuth;
 use crate::http::error::ApiError;
@@ -55,7 +55,13 @@ async fn accept(
             "Content-Type must be application/json",
         ));
     }
-    let body = read_limited(headers, body, state.config.ingest.max_body.0 as usize).await?;
+    let limit = state.config.ingest.max_body.0 as usize;
+    // No room: wait for some before the body is read, holding the turn until answered.
+    let _turn = state
+        .ingest
+        .wait_for_room(&team, expected_len(headers, limit))
+        .await;
+    let body = read_limited(headers, body, limit).await?;
     let rows = parse_event(&body, received_at, state.config.limits.columns_per_table)?;
     let id = rows.id.clone();
     let wait = wait_header(headers)?;

@@ -54,6 +54,10 @@ pub async fn render(State(state): State<AppState>) -> Response {
     metrics::gauge!("stowage_buffer_bytes").set(ingest.admission().global_bytes() as f64);
     metrics::gauge!("stowage_buffer_measured_bytes")
         .set(ingest.admission().global_measured_bytes() as f64);
+    metrics::gauge!("stowage_buffer_uncounted_bytes")
+        .set(ingest.admission().uncounted_bytes() as f64);
+    metrics::gauge!("stowage_admission_waiting").set(ingest.admission().waiting() as f64);
+    metrics::gauge!("stowage_resident_bytes").set(crate::resident::sampled() as f64);
     metrics::gauge!("stowage_active_teams").set(ingest.active_teams() as f64);
     let now = Instant::now();
     for (team, since) in ingest.progress().oldest_unflushed() {

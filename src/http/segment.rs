@@ -14,7 +14,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::AppState;
-use super::body::{media_type, read_limited};
+use super::body::{expected_len, media_type, read_limited};
 use super::events::{check_token, header_token, ingest_error, wait_header};
 use super::request_id::Scope;
 use crate::http::error::ApiError;
@@ -116,6 +116,17 @@ async fn accept(
     } else {
         ingest.max_body.0
     } as usize;
+    // No room: wait for some before the body is read (it stays with the client meanwhile),
+    // holding the team's turn among its waiters until this request is admitted or refused.
+    let _turn = match &team {
+        Some(team) => {
+            state
+                .ingest
+                .wait_for_room(team, expected_len(headers, limit))
+                .await
+        }
+        None => None,
+    };
     let body = own_buffer(read_limited(headers, body, limit).await?);
     let messages = if call.is_some() {
         single(&body)?

@@ -117,6 +117,8 @@ pub struct Ingest {
     dispatcher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Longest a fresh read waits for a team's rows (`read.fresh_timeout`).
     fresh_timeout: std::time::Duration,
+    /// Longest a request waits for room in the budgets (`ingest.admission_wait`).
+    admission_wait: std::time::Duration,
 }
 
 impl Ingest {
@@ -172,10 +174,16 @@ impl Ingest {
             Some(archive),
             data_tx.clone(),
         ));
-        let admission = Arc::new(Admission::new(
-            config.ingest.team_budget.0,
-            config.ingest.global_budget.0,
-        ));
+        let mut admission =
+            Admission::new(config.ingest.team_budget.0, config.ingest.global_budget.0);
+        let allowance = config.ingest.resident_allowance.0;
+        if allowance > 0 && crate::resident::watch() {
+            admission = admission.with_resident(admission::Resident {
+                allowance,
+                read: Arc::new(crate::resident::sampled),
+            });
+        }
+        let admission = Arc::new(admission);
         let tuning = Arc::new(tuning::Tuning::new(config));
         let c = catalog.clone();
         let settings = tokio::task::spawn_blocking(move || {
@@ -229,6 +237,7 @@ impl Ingest {
             active_teams,
             dispatcher: std::sync::Mutex::new(Some(handle)),
             fresh_timeout: config.read.fresh_timeout.0,
+            admission_wait: config.ingest.admission_wait.0,
         });
         let me = ingest.clone();
         tokio::task::spawn_blocking(move || me.replay(recovered, watermarks, data_tx));
@@ -293,6 +302,19 @@ impl Ingest {
     /// The budgets (for metrics and tests).
     pub fn admission(&self) -> &Admission {
         &self.ctx.admission
+    }
+
+    /// Waits (up to `ingest.admission_wait`) until `team`'s budget and the global one have
+    /// room for a request whose body holds up to `body_bytes`, before the body is read; the
+    /// request is then admitted or refused as usual, holding the turn it may get until then.
+    pub async fn wait_for_room(&self, team: &TeamId, body_bytes: u64) -> Option<admission::Turn> {
+        let budget = self.ctx.tuning.get(team).budget;
+        // Rows hold about 1.5x their text (shop: ~1 KB admitted for 660 bytes of NDJSON).
+        let bytes = body_bytes.saturating_mul(2);
+        self.ctx
+            .admission
+            .wait_for_room(team, bytes, budget, self.admission_wait)
+            .await
     }
 
     /// The WAL (for metrics).
