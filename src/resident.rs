@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often the resident size is read.
 pub const EVERY: Duration = Duration::from_millis(10);
@@ -14,33 +14,53 @@ pub const EVERY: Duration = Duration::from_millis(10);
 /// The last reading in bytes; 0 until the first.
 static SAMPLED: AtomicU64 = AtomicU64::new(0);
 
+/// When [`SAMPLED`] was read: milliseconds since [`origin`].
+static SAMPLED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// A reading older than this is not trusted ([`sampled`] says 0): the reading thread is gone or
+/// statm cannot be read any more.
+pub const STALE: Duration = Duration::from_secs(1);
+
 /// Run on the reading thread after each reading, with the resident bytes.
 static HOOK: OnceLock<fn(u64)> = OnceLock::new();
 
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
+
+fn now_ms() -> u64 {
+    origin().elapsed().as_millis() as u64
+}
+
 /// Starts the reading thread, once per process (later calls do nothing); false when it cannot
-/// run (no `/proc`, no thread), and [`sampled`] then stays 0.
+/// start, and [`sampled`] then stays 0.
 pub fn watch() -> bool {
     static STARTED: OnceLock<bool> = OnceLock::new();
     *STARTED.get_or_init(|| {
-        let Some(mut statm) = Statm::open() else {
-            tracing::warn!("cannot read /proc/self/statm; the resident size is not watched");
-            return false;
-        };
-        if let Some(now) = statm.resident() {
-            SAMPLED.store(now, Ordering::Relaxed);
-        }
+        origin();
         let spawned = std::thread::Builder::new()
             .name("resident".into())
-            .spawn(move || {
+            .spawn(|| {
+                // Opened here: the reading thread allocates, so it has a heap of its own, and
+                // the allocator's hook can collect from it (mimalloc ignores a collect from a
+                // thread that never allocated).
+                let Some(mut statm) = Statm::open() else {
+                    tracing::warn!(
+                        "cannot read /proc/self/statm; the resident size is not watched"
+                    );
+                    return;
+                };
                 loop {
-                    std::thread::sleep(EVERY);
-                    let Some(now) = statm.resident() else {
-                        continue;
-                    };
-                    SAMPLED.store(now, Ordering::Relaxed);
-                    if let Some(hook) = HOOK.get() {
-                        hook(now);
+                    if let Some(bytes) = statm.resident() {
+                        SAMPLED.store(bytes, Ordering::Relaxed);
+                        SAMPLED_AT.store(now_ms(), Ordering::Release);
+                        if let Some(hook) = HOOK.get() {
+                            // A panicking hook must not stop the readings the budgets rely on.
+                            let _ = std::panic::catch_unwind(|| hook(bytes));
+                        }
                     }
+                    std::thread::sleep(EVERY);
                 }
             });
         if let Err(e) = &spawned {
@@ -56,8 +76,16 @@ pub fn on_reading(hook: fn(u64)) -> bool {
     HOOK.set(hook).is_ok() && watch()
 }
 
-/// The resident bytes at the last reading (at most [`EVERY`] old); 0 while nothing watches.
+/// The resident bytes at the last reading (at most [`EVERY`] old); 0 while nothing watches, or
+/// when the last reading is older than [`STALE`].
 pub fn sampled() -> u64 {
+    let at = SAMPLED_AT.load(Ordering::Acquire);
+    if at == 0 && SAMPLED.load(Ordering::Relaxed) == 0 {
+        return 0;
+    }
+    if now_ms().saturating_sub(at) > STALE.as_millis() as u64 {
+        return 0;
+    }
     SAMPLED.load(Ordering::Relaxed)
 }
 
@@ -65,9 +93,7 @@ pub fn sampled() -> u64 {
 pub struct Statm {
     file: std::fs::File,
     page: u64,
-    /// Read into, again and again. Allocated on the reading thread, which so has a heap of its
-    /// own: mimalloc ignores a collect from a thread that never allocated (the allocator's hook
-    /// collects from it).
+    /// Read into, again and again.
     buf: Vec<u8>,
 }
 

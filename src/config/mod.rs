@@ -214,9 +214,12 @@ impl Config {
         if self.server.max_connections_per_address == 0 {
             return bad("server.max_connections_per_address", "must be at least 1");
         }
-        if self.ingest.admission_wait.0 > Duration::from_secs(60) {
-            // A waiting request holds its connection: a minute is already longer than SDKs wait.
-            return bad("ingest.admission_wait", "must be at most 60s");
+        if self.ingest.admission_wait.0 >= self.server.body_timeout.0 {
+            // The body's deadline runs from the request's head, so the wait comes out of it.
+            return bad(
+                "ingest.admission_wait",
+                "must be shorter than server.body_timeout (the wait comes out of it)",
+            );
         }
         if self.accounts.hash_concurrency == 0 {
             return bad("accounts.hash_concurrency", "must be at least 1");
@@ -407,7 +410,7 @@ pub(crate) mod tests {
         assert!(err.contains("nope"), "{err}");
         let err = Config::load(
             None,
-            env(&[("STOWAGE_INGEST__ADMISSION_WAIT", "61s")]),
+            env(&[("STOWAGE_INGEST__ADMISSION_WAIT", "30s")]),
             &Overrides::default(),
         )
         .unwrap_err()

@@ -63,7 +63,6 @@ fn body_error(e: axum::Error, limit: usize) -> ApiError {
     }
 }
 
-/// Reads the whole body, refusing more than `limit` bytes (after decompression).
 /// The most bytes a request's body may turn out to hold, before it is read: its declared length,
 /// or `limit` for a gzipped body or one of unknown length.
 pub fn expected_len(headers: &HeaderMap, limit: usize) -> u64 {
@@ -81,6 +80,7 @@ pub fn expected_len(headers: &HeaderMap, limit: usize) -> u64 {
     }
 }
 
+/// Reads the whole body, refusing more than `limit` bytes (after decompression).
 pub async fn read_limited(
     headers: &HeaderMap,
     body: Body,

@@ -19,8 +19,10 @@
 //! within the global budget + the allowance, whatever the allocator does.
 //!
 //! A request that finds no room need not be refused at once: [`Admission::wait_for_room`] lets
-//! it wait (before its body is read, so waiting holds no memory) until a commit or a lower
-//! reading makes room, as a broker throttles a producer by delaying its answers.
+//! it wait (before its body is read, so waiting holds little memory: its head and the
+//! connection's read buffer) until a commit or a lower reading makes room, as a broker throttles
+//! a producer by delaying its answers. A request whose token is in its body (`writeKey`) is not
+//! known to be a team's until the body is read, and does not wait.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -366,7 +368,7 @@ impl Drop for Waiting<'_> {
 /// event (or a process resident beyond its allowance with nothing buffered) cannot wedge a team
 /// forever.
 fn room(cur: u64, beyond: u64, bytes: u64, budget: u64) -> bool {
-    cur == 0 || cur + beyond + bytes <= budget
+    cur == 0 || cur.saturating_add(beyond).saturating_add(bytes) <= budget
 }
 
 /// Adds `bytes` to `counter` if it stays within `budget` with `beyond` bytes beside it.

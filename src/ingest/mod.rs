@@ -309,8 +309,10 @@ impl Ingest {
     /// request is then admitted or refused as usual, holding the turn it may get until then.
     pub async fn wait_for_room(&self, team: &TeamId, body_bytes: u64) -> Option<admission::Turn> {
         let budget = self.ctx.tuning.get(team).budget;
-        // Rows hold about 1.5x their text (shop: ~1 KB admitted for 660 bytes of NDJSON).
-        let bytes = body_bytes.saturating_mul(2);
+        // Rows hold about 1.5x their text (shop: ~1 KB admitted for 660 bytes of NDJSON). A
+        // body of unknown size counts as the largest allowed, but never as more than a quarter
+        // of the budget: a small budget would otherwise wait for an empty buffer.
+        let bytes = body_bytes.saturating_mul(2).min(budget / 4);
         self.ctx
             .admission
             .wait_for_room(team, bytes, budget, self.admission_wait)
