@@ -56,8 +56,8 @@ async fn accept(
         ));
     }
     let limit = state.config.ingest.max_body.0 as usize;
-    // No room: wait for some before the body is read, holding the turn until answered.
-    let _turn = state
+    // No room: wait for some before the body is read, holding the turn until submitted.
+    let turn = state
         .ingest
         .wait_for_room(&team, expected_len(headers, limit))
         .await;
@@ -66,6 +66,7 @@ async fn accept(
     let id = rows.id.clone();
     let wait = wait_header(headers)?;
     let retry = state.config.ingest.retry_after.0;
+    drop(turn);
     let result = state
         .ingest
         .submit(&team, rows, body, received_at.timestamp_micros(), wait)

@@ -117,8 +117,9 @@ async fn accept(
         ingest.max_body.0
     } as usize;
     // No room: wait for some before the body is read (it stays with the client meanwhile),
-    // holding the team's turn among its waiters until this request is admitted or refused.
-    let _turn = match &team {
+    // holding the team's turn among its waiters until this request is submitted (admitted or
+    // refused before the submission first yields).
+    let mut turn = match &team {
         Some(team) => {
             state
                 .ingest
@@ -178,6 +179,7 @@ async fn accept(
     if let Some((items, prebuilt)) = direct {
         let answer = answer(call, &items);
         let n = items.len() as u64;
+        drop(turn.take());
         let result = state
             .ingest
             .submit_prebuilt(&team, items, prebuilt, at, wait)
@@ -223,6 +225,7 @@ async fn accept(
     // built by hand so `success` comes first, as SPEC §2.1 shows it.
     let answer = answer(call, &items);
     let n = items.len() as u64;
+    drop(turn);
     let result = state.ingest.submit_batch(&team, items, at, wait).await;
     submitted(state, &team, call, answer, n, result, scope)
 }

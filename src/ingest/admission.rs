@@ -207,8 +207,8 @@ impl Admission {
     /// Waits up to `within` until `bytes` more would fit `team`'s budget and the global one,
     /// waking when reservations are given back and at every reading of the resident size.
     /// Nothing is reserved: the caller admits as usual. A request that had to wait gets its
-    /// team's [`Turn`]: the team's waiters go one at a time, each holding the turn until it is
-    /// admitted (or refused), so the room one commit makes is not claimed by every waiter at
+    /// team's [`Turn`]: the team's waiters go one at a time, each holding the turn until it
+    /// asks to be admitted, so the room one commit makes is not claimed by every waiter at
     /// once. None when there was room at once.
     pub async fn wait_for_room(
         &self,
@@ -340,7 +340,7 @@ impl Admission {
     }
 }
 
-/// A waiting request's turn among its team's waiters: held until it is admitted or refused.
+/// A waiting request's turn among its team's waiters: held until it asks to be admitted.
 #[derive(Debug)]
 pub struct Turn {
     _door: tokio::sync::OwnedMutexGuard<()>,
