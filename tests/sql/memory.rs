@@ -74,8 +74,11 @@ async fn an_exploding_query_keeps_the_real_server_within_its_pool() {
     assert_eq!(body["error"]["code"], "query_too_large", "{body}");
     let grew_mib = (kib(pid, "VmHWM:").saturating_sub(before)) / 1024;
     eprintln!("the server grew {grew_mib} MiB during the query");
+    // Beyond the pool the process needs a constant for the query (its threads' heaps, the
+    // files' buffers): 57-84 MiB of growth alone, 109 once while the whole suite ran beside it
+    // (2026-11-28). With a 4 GiB pool instead, the same query grew the server 1,710 MiB.
     assert!(
-        grew_mib <= 32 + 64,
+        grew_mib <= 32 + 96,
         "the server grew {grew_mib} MiB for a query limited to 32 MiB"
     );
     let doc = process::download(&http, &server.demo, "element_id").await;
