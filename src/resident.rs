@@ -80,9 +80,6 @@ pub fn on_reading(hook: fn(u64)) -> bool {
 /// when the last reading is older than [`STALE`].
 pub fn sampled() -> u64 {
     let at = SAMPLED_AT.load(Ordering::Acquire);
-    if at == 0 && SAMPLED.load(Ordering::Relaxed) == 0 {
-        return 0;
-    }
     if now_ms().saturating_sub(at) > STALE.as_millis() as u64 {
         return 0;
     }

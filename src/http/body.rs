@@ -66,18 +66,27 @@ fn body_error(e: axum::Error, limit: usize) -> ApiError {
 /// The most bytes a request's body may turn out to hold, before it is read: its declared length,
 /// or `limit` for a gzipped body or one of unknown length.
 pub fn expected_len(headers: &HeaderMap, limit: usize) -> u64 {
-    let plain = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|e| e.trim().is_empty() || e.trim().eq_ignore_ascii_case("identity"));
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
+    let plain = matches!(encoding(headers).as_deref(), None | Some("" | "identity"));
+    match declared_len(headers) {
         Some(n) if plain => n.min(limit as u64),
         _ => limit as u64,
     }
+}
+
+/// `Content-Encoding`, trimmed and in lower case.
+fn encoding(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_ascii_lowercase())
+}
+
+/// `Content-Length`, when it is a number.
+fn declared_len(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// Reads the whole body, refusing more than `limit` bytes (after decompression).
@@ -86,11 +95,7 @@ pub async fn read_limited(
     body: Body,
     limit: usize,
 ) -> Result<Bytes, ApiError> {
-    let encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.trim().to_ascii_lowercase());
-    let gzip = match encoding.as_deref() {
+    let gzip = match encoding(headers).as_deref() {
         None | Some("") | Some("identity") => false,
         Some("gzip") | Some("x-gzip") => true,
         Some(other) => {
@@ -101,11 +106,7 @@ pub async fn read_limited(
             ));
         }
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared_len(headers).is_some_and(|n| n > limit as u64) {
         return Err(too_large(limit));
     }
     let raw = axum::body::to_bytes(body, limit)

@@ -187,6 +187,12 @@ impl Admission {
         measured + uncounted.share(usage.reserved.load(Ordering::Acquire) + measured)
     }
 
+    /// Bytes charged to the global budget beyond its reservations: every team's measurements and
+    /// the uncounted resident bytes.
+    fn global_beyond_reserved(&self, uncounted: &Uncounted) -> u64 {
+        self.global_measured.load(Ordering::Acquire) + uncounted.bytes
+    }
+
     /// Whether `bytes` more would be admitted for `team` now (nothing is reserved).
     pub fn fits(&self, team: &TeamId, bytes: u64, team_budget: u64) -> Result<(), Refusal> {
         let usage = self.team_use(team);
@@ -197,7 +203,7 @@ impl Admission {
             return Err(Refusal::Team);
         }
         let cur = self.global.load(Ordering::Acquire);
-        let beyond = self.global_measured.load(Ordering::Acquire) + uncounted.bytes;
+        let beyond = self.global_beyond_reserved(&uncounted);
         if !room(cur, beyond, bytes, self.global_budget) {
             return Err(Refusal::Global);
         }
@@ -263,7 +269,7 @@ impl Admission {
         let uncounted = self.uncounted();
         let beyond = Self::charged_beyond_reserved(&usage, &uncounted);
         reserve(&usage.reserved, beyond, bytes, team_budget).map_err(|_| Refusal::Team)?;
-        let beyond = self.global_measured.load(Ordering::Acquire) + uncounted.bytes;
+        let beyond = self.global_beyond_reserved(&uncounted);
         if reserve(&self.global, beyond, bytes, self.global_budget).is_err() {
             release(&usage.reserved, bytes);
             return Err(Refusal::Global);
