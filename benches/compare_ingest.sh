@@ -3,8 +3,8 @@
 # requests/s of POST /v1/event with durable acks as a ratio of a bare axum handler that parses
 # the same JSON and answers 200; target >= 0.75).
 #
-# Usage, from anywhere (this script builds nothing):
-#   cargo build --release && cargo build --release --example bare_axum
+# Usage, from anywhere (this script builds the baseline, ~1 minute the first time, not stowage):
+#   cargo build --release
 #   benches/compare_ingest.sh
 #
 # Environment (all optional):
@@ -13,7 +13,8 @@
 #   BENCH_THREADS=1    threads of `stowage bench ingest` (wrk runs with -t1)
 #   RUNS=3             wrk runs, each a bare baseline then a fresh stowage
 #   STOWAGE_BIN=target/release/stowage
-#   BASELINE_BIN=target/release/examples/bare_axum
+#   BASELINE_BIN=benches/bare_axum/target/release/bare_axum   (a crate of its own: as an
+#                      example of the main package it rebuilt every dependency, ~20 minutes)
 #   KEEP=1             keep the temporary directory (server logs, data dir, raw results)
 # Needs python3 (to read JSON) and wrk (`apt-get install -y wrk`; without it the wrk row is
 # skipped).
@@ -34,13 +35,16 @@ DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-64}
 BENCH_THREADS=${BENCH_THREADS:-1}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
-BASELINE_BIN=${BASELINE_BIN:-target/release/examples/bare_axum}
+BASELINE_BIN=${BASELINE_BIN:-benches/bare_axum/target/release/bare_axum}
+if [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
+    cargo build --release --quiet --manifest-path benches/bare_axum/Cargo.toml
+fi
 RUNS=${RUNS:-3}
 
 for bin in "$STOWAGE_BIN" "$BASELINE_BIN"; do
     if [ ! -x "$bin" ]; then
         echo "compare_ingest: $bin not found; build first:" >&2
-        echo "  cargo build --release && cargo build --release --example bare_axum" >&2
+        echo "  cargo build --release" >&2
         exit 1
     fi
 done

@@ -2,11 +2,11 @@
 //! and answers 200 `{"success":true}` (400 when it is not a JSON object), on a normal
 //! multi-thread tokio runtime. `/v1/event` and `/v1/batch` (a `{"batch":[…]}` object, or NDJSON
 //! parsed line by line) do the same work stowage's parse does, and nothing else: no auth, no
-//! validation, no WAL. `benches/compare_ingest.sh` runs it.
+//! validation, no WAL. `benches/compare_ingest.sh` builds and runs it.
 //!
 //! ```sh
-//! cargo build --release --example bare_axum
-//! target/release/examples/bare_axum --listen 127.0.0.1:0   # prints "listening on ADDR"
+//! cargo build --release --manifest-path benches/bare_axum/Cargo.toml
+//! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0   # prints "listening on ADDR"
 //! ```
 
 use axum::Router;
