@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::{TestServer, status_json};
+use common::{TestServer, post_events};
 use serde_json::{Value, json};
 use stowage::config::{ByteSize, Config, HumanDuration};
 
@@ -24,15 +24,7 @@ async fn post(t: &TestServer, i: u32) -> (u16, Value) {
 async fn post_with(http: &reqwest::Client, url: String, token: &str, i: u32) -> (u16, Value) {
     let body =
         json!({"batch": [{"type": "track", "userId": "u", "event": "e", "properties": {"i": i}}]});
-    let resp = http
-        .post(url)
-        .header("X-Auth-Token", token)
-        .header("Content-Type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    status_json(resp).await
+    post_events(http, url, token, &body.to_string(), &[]).await
 }
 
 #[tokio::test]

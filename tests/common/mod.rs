@@ -118,18 +118,7 @@ impl TestServer {
 
     /// POSTs a raw event body with a token and extra headers.
     pub async fn send_as(&self, token: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
-        let mut req = self.http.post(self.url("/v1/event"));
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let resp = req
-            .header("X-Auth-Token", token)
-            .header("Content-Type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        status_json(resp).await
+        post_events(&self.http, self.url("/v1/event"), token, body, headers).await
     }
 
     /// POSTs an event object; panics unless it is accepted.
@@ -200,6 +189,29 @@ impl TestServer {
 /// The body of a GET of `url`, as text (`/metrics`, for one).
 pub async fn get_text(http: &reqwest::Client, url: &str) -> String {
     http.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// POSTs a JSON body to an ingest route (`url`) with an events token and extra headers: the
+/// status and the JSON answer. A free function, so a spawned task can send with a cloned client.
+pub async fn post_events(
+    http: &reqwest::Client,
+    url: String,
+    token: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut req = http.post(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req
+        .header("X-Auth-Token", token)
+        .header("Content-Type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    status_json(resp).await
 }
 
 pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {
