@@ -22,8 +22,16 @@
 #                      measured on its own: DuckDB, then a fresh stowage
 #   DURATION=10s       length of the stowage run
 #   BATCH=500          events per request
-#   CONNECTIONS=8      concurrent keep-alive connections of `stowage bench ingest`
+#   CONNECTIONS=8      concurrent keep-alive connections of the load generator
 #   BENCH_THREADS=1    threads of `stowage bench ingest`
+#   LOADGEN=bench      bench: `stowage bench ingest`; wrk: `wrk -t1 -c$CONNECTIONS` with
+#                      benches/wrk_batch.lua (`apt-get install -y wrk`), which sends the mix's
+#                      NDJSON file, 64 bodies round robin, every messageId made fresh
+#   NDJSON=            an NDJSON file of Segment messages of your own (an SDK's, a tracking
+#                      plan's) measured as one more mix named by its file: DuckDB converts it
+#                      repeated to EVENTS lines, and stowage gets it through wrk (LOADGEN=wrk is
+#                      implied for it; `stowage bench ingest` only sends generated mixes).
+#                      MIXES="" measures that file alone
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   RATE=              requests/s on a fixed schedule (open loop) instead of as fast as answered:
 #                      for an A/B of two builds (SERVER_BIN) at the same load, where CPU µs/ev
@@ -35,7 +43,7 @@
 #   KEEP=1             keep the temporary directory (file, Parquet output, server log)
 #
 # Steps, per mix: (1) `stowage bench gen --mix M --events N` writes N generated messages as NDJSON
-# (the ones `bench ingest --mix M` sends). (2) DuckDB (default threads = all cores) runs
+# (the ones `bench ingest --mix M` sends); for NDJSON, the file repeated to N lines. (2) DuckDB (default threads = all cores) runs
 # `COPY (FROM read_json('events.ndjson')) TO 'out.parquet' (FORMAT parquet)` DUCKDB_RUNS times;
 # events/s = N / the median wall time of that statement. (3) A fresh `stowage serve --demo`
 # (default config: durable acks), then `stowage bench ingest --mix M --mode ndjson --batch-size 500` for DURATION: acknowledged
@@ -45,7 +53,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 EVENTS=${EVENTS:-1000000}
-MIXES=${MIXES:-shop wide narrow sdk strings}
+MIXES=${MIXES-shop wide narrow sdk strings}
+LOADGEN=${LOADGEN:-bench}
+NDJSON=${NDJSON:-}
 DURATION=${DURATION:-10s}
 BATCH=${BATCH:-500}
 CONNECTIONS=${CONNECTIONS:-8}
@@ -54,6 +64,13 @@ PYTHON=${PYTHON:-target/py/bin/python}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
 SERVER_BIN=${SERVER_BIN:-$STOWAGE_BIN}
 
+if [ -n "$NDJSON" ]; then
+    [ -s "$NDJSON" ] || { echo "compare_batch: NDJSON=$NDJSON is not a file with messages" >&2; exit 1; }
+    NDJSON=$(realpath "$NDJSON")
+fi
+if [ "$LOADGEN" = wrk ] || [ -n "$NDJSON" ]; then
+    command -v wrk >/dev/null || { echo "compare_batch: wrk not installed (apt-get install -y wrk)" >&2; exit 1; }
+fi
 [ -x "$STOWAGE_BIN" ] || { echo "compare_batch: $STOWAGE_BIN not found; run cargo build --release" >&2; exit 1; }
 "$PYTHON" -c 'import duckdb' 2>/dev/null || {
     echo "compare_batch: $PYTHON cannot import duckdb (scripts/test makes target/py with it)" >&2
@@ -69,12 +86,25 @@ cleanup() {
 trap cleanup EXIT
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-# run_mix MIX: DuckDB on MIX's NDJSON, then a fresh stowage under `bench ingest --mix MIX`;
-# results in $TMP/MIX.duckdb.json, $TMP/MIX.stowage.json, $TMP/MIX.hwm, $TMP/MIX.cpu.
+# run_mix MIX [FILE]: DuckDB on MIX's NDJSON (generated, or FILE repeated to EVENTS lines), then
+# a fresh stowage under the load generator; results in $TMP/MIX.duckdb.json,
+# $TMP/MIX.stowage.json, $TMP/MIX.hwm, $TMP/MIX.cpu.
 run_mix() {
-    local mix=$1
-    echo "== $mix: stowage bench gen --mix $mix --events $EVENTS" >&2
-    "$STOWAGE_BIN" bench gen --mix "$mix" --events "$EVENTS" --out "$TMP/events.ndjson"
+    local mix=$1 file=${2:-} loadgen=$LOADGEN
+    if [ -n "$file" ]; then
+        loadgen=wrk
+        echo "== $mix: $file, repeated to $EVENTS lines" >&2
+        python3 - "$file" "$EVENTS" "$TMP/events.ndjson" <<'EOF'
+import itertools, sys
+lines = [l for l in open(sys.argv[1], encoding="utf-8").read().splitlines() if l.strip()]
+with open(sys.argv[3], "w", encoding="utf-8") as out:
+    for line in itertools.islice(itertools.cycle(lines), int(sys.argv[2])):
+        out.write(line + "\n")
+EOF
+    else
+        echo "== $mix: stowage bench gen --mix $mix --events $EVENTS" >&2
+        "$STOWAGE_BIN" bench gen --mix "$mix" --events "$EVENTS" --out "$TMP/events.ndjson"
+    fi
     echo "== $mix: DuckDB: NDJSON -> Parquet" >&2
     "$PYTHON" - "$TMP" "$EVENTS" >"$TMP/$mix.duckdb.json" <<'EOF'
 import json, os, sys, time
@@ -120,15 +150,35 @@ EOF
     EXTRA=()
     [ "${GZIP:-0}" = 1 ] && EXTRA=(--gzip)
     [ -n "${RATE:-}" ] && EXTRA+=(--rate "$RATE")
-    echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${EXTRA[*]}" >&2
     local before
     before=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
-    if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mix "$mix" --mode ndjson \
-        --batch-size "$per_request" -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${EXTRA[@]}" \
-        --json >"$TMP/$mix.stowage.json"; then
-        echo "compare_batch: no batch was accepted:" >&2
-        cat "$TMP/$mix.stowage.json" >&2
-        exit 1
+    if [ "$loadgen" = wrk ]; then
+        echo "   wrk -t1 -c$CONNECTIONS -d$DURATION -s benches/wrk_batch.lua (WRK_BATCH=$BATCH)" >&2
+        STOWAGE_TOKEN=$TOKEN WRK_EVENTS="$TMP/events.ndjson" WRK_BATCH=$BATCH \
+            wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --timeout 30s -s benches/wrk_batch.lua "$URL" >"$TMP/$mix.wrk.txt" 2>&1 || true
+        python3 - "$TMP/$mix.wrk.txt" "$CONNECTIONS" >"$TMP/$mix.stowage.json" <<'EOF'
+import json, sys
+line = next((l for l in open(sys.argv[1]) if l.startswith("WRK_JSON ")), None)
+if line is None:
+    sys.exit("compare_batch: wrk printed no result:\n" + open(sys.argv[1]).read())
+w = json.loads(line[len("WRK_JSON "):])
+if w["ok"] == 0:
+    sys.exit("compare_batch: no batch was accepted:\n" + open(sys.argv[1]).read())
+print(json.dumps({"events_per_s": w["events_per_s"], "events": round(w["ok"] * w["per_request"]),
+                  "requests": w["requests"], "ok": w["ok"], "batch_size": round(w["per_request"]),
+                  "latency_ms": {"p50": w["p50_ms"], "p99": w["p99_ms"]},
+                  "status": {"non_2xx": w["non_2xx"], "socket_errors": w["socket_errors"]},
+                  "connections": int(sys.argv[2]), "gzip": False, "duration_s": w["duration_s"]}))
+EOF
+    else
+        echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${EXTRA[*]}" >&2
+        if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mix "$mix" --mode ndjson \
+            --batch-size "$per_request" -c "$CONNECTIONS" --threads "$BENCH_THREADS" -d "$DURATION" "${EXTRA[@]}" \
+            --json >"$TMP/$mix.stowage.json"; then
+            echo "compare_batch: no batch was accepted:" >&2
+            cat "$TMP/$mix.stowage.json" >&2
+            exit 1
+        fi
     fi
     echo "$(( $(awk '{print $14 + $15}' "/proc/$SRV_PID/stat") - before )) $(getconf CLK_TCK)" |
         awk '{print $1 / $2}' >"$TMP/$mix.cpu"
@@ -142,13 +192,19 @@ EOF
 for mix in $MIXES; do
     run_mix "$mix"
 done
+ALL=$MIXES
+if [ -n "$NDJSON" ]; then
+    OWN=$(basename "$NDJSON" .ndjson | tr -c 'A-Za-z0-9_\n-' '_')
+    run_mix "$OWN" "$NDJSON"
+    ALL="$ALL $OWN"
+fi
 
-python3 - "$TMP" "$MIXES" <<'EOF'
+python3 - "$TMP" "$ALL" "$LOADGEN" "$NDJSON" <<'EOF'
 import json, os, sys
-tmp, mixes = sys.argv[1], sys.argv[2].split()
+tmp, mixes, loadgen, own = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4]
 print(f"batch ingest (NDJSON, durable acks, default config) vs DuckDB NDJSON -> Parquet, "
       f"{os.cpu_count()} cores; a fresh server per mix")
-fmt = "{:<8} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>8}"
+fmt = "{:<10} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>8}"
 print(fmt.format("mix", "NDJSON MiB", "ev/req", "DuckDB ev/s", "stowage ev/s", "ratio", "p50/p99 ms",
                  "CPU µs/ev", "RSS MiB"))
 for mix in mixes:
@@ -162,6 +218,7 @@ for mix in mixes:
                      f"{s['events_per_s'] / d['events_per_s']:.2f}", f"{lat['p50']:.1f}/{lat['p99']:.1f}",
                      f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{hwm / 1024:.0f}")
           + (f"  ({bad} requests not 2xx: {s['status']})" if bad else ""))
-print(f"DuckDB {d['duckdb']} ({d['threads']} threads); stowage {s['connections']} connections"
+print(f"DuckDB {d['duckdb']} ({d['threads']} threads); load generator {loadgen}"
+      f"{' (wrk for ' + os.path.basename(own) + ')' if own else ''}, {s['connections']} connections"
       f"{', gzip' if s['gzip'] else ''}, {s['duration_s']:.1f} s per mix")
 EOF
