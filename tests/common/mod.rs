@@ -162,16 +162,8 @@ impl TestServer {
         if let Value::Object(extra) = extra {
             body.as_object_mut().unwrap().extend(extra);
         }
-        let resp = self
-            .http
-            .post(self.url("/data/table"))
-            .header("x-api-key", &self.seeded.key)
-            .header("Content-Type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        status_json(resp).await
+        let key = [("x-api-key", self.seeded.key.as_str())];
+        post_json(&self.http, self.url("/data/table"), &key, body.to_string()).await
     }
 
     /// Downloads and asserts 200; returns the `data` rows.
@@ -200,18 +192,23 @@ pub async fn post_events(
     body: &str,
     headers: &[(&str, &str)],
 ) -> (u16, Value) {
-    let mut req = http.post(url);
+    let mut all = vec![("X-Auth-Token", token)];
+    all.extend_from_slice(headers);
+    post_json(http, url, &all, body.to_string()).await
+}
+
+/// POSTs a JSON `body` with `headers` (auth among them); the status and the JSON answer.
+pub async fn post_json(
+    http: &reqwest::Client,
+    url: String,
+    headers: &[(&str, &str)],
+    body: String,
+) -> (u16, Value) {
+    let mut req = http.post(url).header("Content-Type", "application/json");
     for (k, v) in headers {
         req = req.header(*k, *v);
     }
-    let resp = req
-        .header("X-Auth-Token", token)
-        .header("Content-Type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    status_json(resp).await
+    status_json(req.body(body).send().await.unwrap()).await
 }
 
 pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {

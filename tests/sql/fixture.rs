@@ -8,7 +8,7 @@ use stowage::catalog::Role;
 use stowage::config::Config;
 use stowage::model::TeamId;
 
-use super::common::{TestServer, status_json};
+use super::common::{TestServer, post_json};
 
 pub struct Fx {
     pub t: TestServer,
@@ -109,20 +109,13 @@ impl Fx {
 
     /// `POST /api/v1/canvases/{canvas}/elements` with `body` as the team's owner.
     pub async fn create(&self, body: Value) -> (u16, Value) {
-        let resp = self
-            .t
-            .http
-            .post(self.t.url(&format!(
-                "/api/v1/canvases/{}/elements",
-                self.t.seeded.canvas
-            )))
-            .bearer_auth(&self.pat)
-            .header("Content-Type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        status_json(resp).await
+        let url = self.t.url(&format!(
+            "/api/v1/canvases/{}/elements",
+            self.t.seeded.canvas
+        ));
+        let auth = format!("Bearer {}", self.pat);
+        let headers = [("Authorization", auth.as_str())];
+        post_json(&self.t.http, url, &headers, body.to_string()).await
     }
 
     /// Creates an SQL element; panics unless it is accepted. Returns its id.
