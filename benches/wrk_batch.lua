@@ -56,6 +56,21 @@ if #bodies > 1 and sizes[#sizes] < sizes[1] then
   table.remove(sizes)
 end
 
+-- Each body cut at its "\1"s once, so that a request joins the pieces around its prefix in
+-- one `table.concat` (a `gsub` over every 100 KiB body took wrk ~40 % of a core at 480 req/s).
+local pieces = {}
+for k, body in ipairs(bodies) do
+  local parts, from = {}, 1
+  while true do
+    local at = body:find("\1", from, true)
+    if not at then break end
+    table.insert(parts, body:sub(from, at - 1))
+    from = at + 1
+  end
+  table.insert(parts, body:sub(from))
+  pieces[k] = parts
+end
+
 local run = random_hex(8)
 local counter = 0
 tid = 0
@@ -69,7 +84,7 @@ function request()
   counter = counter + 1
   local k = counter % #bodies + 1
   local prefix = string.format("wrkb-%s-%d-%d", run, tid, counter)
-  local body = bodies[k]:gsub("\1", prefix)
+  local body = table.concat(pieces[k], prefix)
   return wrk.format("POST", "/v1/batch", headers, body)
 end
 

@@ -1,12 +1,14 @@
 //! Encodes a record batch as one Parquet file in memory: ZSTD, page statistics (so readers can
-//! prune row groups by `timestamp`), rows in the order given, dictionary-encoded strings (SPEC
-//! §4.3; the writer itself falls back to plain pages once a column chunk's dictionary passes
-//! 1 MiB), and numbers and timestamps dictionary-encoded only where their values repeat (chosen
-//! per column from a sample of the batch, see [`repeats`]); integers and timestamps that do not
-//! repeat are delta-encoded instead.
+//! prune row groups by `timestamp`), rows in the order given, and strings, numbers and
+//! timestamps dictionary-encoded only where their values repeat (chosen per column from a sample
+//! of the batch, see [`repeats`]; SPEC §4.3; the writer itself falls back to plain pages once a
+//! column chunk's dictionary passes 1 MiB); integers and timestamps that do not repeat are
+//! delta-encoded instead.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
+use std::hash::BuildHasher;
+
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
@@ -20,9 +22,9 @@ use crate::config::ParquetConfig;
 /// Values sampled per column to decide on dictionary encoding.
 const SAMPLE: usize = 4096;
 
-/// Writer settings for files holding batches like `batch`: dictionary encoding on for strings
-/// and for the numeric columns whose values repeat in it, off for numeric columns that are
-/// (nearly) all distinct. Of those, int64 and timestamp columns are written
+/// Writer settings for files holding batches like `batch`: dictionary encoding on for the
+/// string and numeric columns whose values repeat in it, off for those that are (nearly) all
+/// distinct. Of those, int64 and timestamp columns are written
 /// `DELTA_BINARY_PACKED` (differences from the previous value, bit-packed per block of 32 at
 /// the block's own width): an id or an arrival time in order becomes a few bits per row, and
 /// values in a narrow range take only the bits of that range — so ZSTD has little left to do,
@@ -67,12 +69,15 @@ fn properties_of(
     Ok(b.build())
 }
 
-/// Whether the int64, float64 or timestamp column `col`'s values repeat enough for a dictionary
-/// to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at most 90 %
+/// Whether the int64, float64, timestamp or string column `col`'s values repeat enough for a
+/// dictionary to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at most 90 %
 /// distinct. A column of unique values (ids, measurements, full-precision floats) written with a
 /// dictionary stores every value in the dictionary page plus a bit-packed index per row, and a
 /// reader decodes both and gathers; plain pages are quicker to decode and smaller after ZSTD (the
-/// 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %; BENCHMARKS.md). 20,000
+/// 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %; BENCHMARKS.md). For
+/// strings (message ids, anonymous ids, free text) the writer would also hash and intern every
+/// value until the dictionary passes 1 MiB, only to fall back: 6 % of a narrow batch load's
+/// server samples (BENCHMARKS.md, twenty-first session). 20,000
 /// distinct values in 100,000 rows show ~88 % distinct in the sample and keep their dictionary.
 /// A sample can be fooled (values that cycle in step with it look distinct); a wrong guess costs
 /// size and speed, never values. `None` for other types (the writer's default: a dictionary).
@@ -84,10 +89,11 @@ pub fn repeats(col: &dyn Array) -> Option<bool> {
 fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
     if !matches!(
         chunks.first()?.data_type(),
-        DataType::Int64 | DataType::Float64 | DataType::Timestamp(_, _)
+        DataType::Int64 | DataType::Float64 | DataType::Timestamp(_, _) | DataType::Utf8
     ) {
         return None;
     }
+    let text = &foldhash::fast::FixedState::with_seed(0);
     let total: usize = chunks.iter().map(|c| c.len()).sum();
     let step = total.div_ceil(SAMPLE).max(1);
     let mut seen = foldhash::HashSet::with_capacity_and_hasher(SAMPLE, Default::default());
@@ -107,6 +113,10 @@ fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
             DataType::Timestamp(_, _) => {
                 let a = col.as_primitive::<TimestampMicrosecondType>();
                 Box::new(move |i| a.value(i) as u64)
+            }
+            DataType::Utf8 => {
+                let a = col.as_string::<i32>();
+                Box::new(move |i| text.hash_one(a.value(i)))
             }
             _ => return None,
         };
@@ -217,10 +227,23 @@ mod tests {
                 "skew",
                 Arc::new(Int64Array::from_iter_values((0..n).map(|i| i.max(8191)))),
             ),
+            (
+                "message_id",
+                Arc::new(StringArray::from_iter_values(
+                    (0..n).map(|i| format!("msg-{i:012}")),
+                )),
+            ),
+            // One in ten rows null, the rest 2,000 distinct strings.
+            (
+                "city",
+                Arc::new(StringArray::from_iter((0..n).map(|i| {
+                    (i % 10 != 0).then(|| format!("city-{}", (i * 7919) % 2000))
+                }))),
+            ),
         ]);
         assert_eq!(repeats(b.column(0).as_ref()), Some(false));
         assert_eq!(repeats(b.column(1).as_ref()), Some(false));
-        assert_eq!(repeats(b.column(2).as_ref()), None);
+        assert_eq!(repeats(b.column(2).as_ref()), Some(true));
         assert_eq!(repeats(b.column(3).as_ref()), Some(true));
         assert_eq!(repeats(b.column(4).as_ref()), None);
         assert_eq!(repeats(b.column(5).as_ref()), Some(true));
@@ -228,6 +251,8 @@ mod tests {
             repeats(&b.column(5).slice(8192, n as usize - 8192)),
             Some(false)
         );
+        assert_eq!(repeats(b.column(6).as_ref()), Some(false));
+        assert_eq!(repeats(b.column(7).as_ref()), Some(true));
         // Sampled across a column held in chunks, the same answers.
         for (i, col) in b.columns().iter().enumerate() {
             let (head, tail) = (col.slice(0, 8192), col.slice(8192, col.len() - 8192));
@@ -245,6 +270,14 @@ mod tests {
             .map(|i| rg.column(i).dictionary_page_offset().is_some())
             .collect();
         assert_eq!(dict, [false, false, true]);
+        assert!(
+            rg.column(6).dictionary_page_offset().is_none(),
+            "unique strings"
+        );
+        assert!(
+            rg.column(7).dictionary_page_offset().is_some(),
+            "repeated strings"
+        );
         let encodings: Vec<_> = (0..4).map(|i| rg.column(i).encodings().collect()).collect();
         let delta = |e: &Vec<Encoding>| e.contains(&Encoding::DELTA_BINARY_PACKED);
         assert!(delta(&encodings[0]), "unique ints: {:?}", encodings[0]);
