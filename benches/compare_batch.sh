@@ -32,6 +32,11 @@
 #                      repeated to EVENTS lines, and stowage gets it through wrk (LOADGEN=wrk is
 #                      implied for it; `stowage bench ingest` only sends generated mixes).
 #                      MIXES="" measures that file alone
+#   FLOOR=1            also, per mix, the floor of a server that stores nothing: the bare axum
+#                      handler (benches/bare_axum, built here if missing) parsing every line with
+#                      serde_json and answering after an fdatasync'd log write of the body
+#                      (`--wal`), under the same wrk load (needs wrk). It shows how much of
+#                      DuckDB's rate HTTP, a parse and a durable write alone leave. 0 skips it
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   RATE=              requests/s on a fixed schedule (open loop) instead of as fast as answered:
 #                      for an A/B of two builds (SERVER_BIN) at the same load, where CPU µs/ev
@@ -45,7 +50,8 @@
 # Steps, per mix: (1) `stowage bench gen --mix M --events N` writes N generated messages as NDJSON
 # (the ones `bench ingest --mix M` sends); for NDJSON, the file repeated to N lines. (2) DuckDB (default threads = all cores) runs
 # `COPY (FROM read_json('events.ndjson')) TO 'out.parquet' (FORMAT parquet)` DUCKDB_RUNS times;
-# events/s = N / the median wall time of that statement. (3) A fresh `stowage serve --demo`
+# events/s = N / the median wall time of that statement. (2b) With FLOOR=1, `bare_axum --wal`
+# under wrk for DURATION (the same bodies). (3) A fresh `stowage serve --demo`
 # (default config: durable acks), then `stowage bench ingest --mix M --mode ndjson --batch-size 500` for DURATION: acknowledged
 # events/s, the server's CPU time over the run (/proc/PID/stat) and its peak RSS (VmHWM).
 # (4) One table: the ratio stowage / DuckDB per mix.
@@ -62,6 +68,8 @@ CONNECTIONS=${CONNECTIONS:-8}
 BENCH_THREADS=${BENCH_THREADS:-1}
 PYTHON=${PYTHON:-target/py/bin/python}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
+FLOOR=${FLOOR:-1}
+BASELINE_BIN=${BASELINE_BIN:-benches/bare_axum/target/release/bare_axum}
 SERVER_BIN=${SERVER_BIN:-$STOWAGE_BIN}
 
 if [ -n "$NDJSON" ]; then
@@ -71,6 +79,13 @@ fi
 if [ "$LOADGEN" = wrk ] || [ -n "$NDJSON" ]; then
     command -v wrk >/dev/null || { echo "compare_batch: wrk not installed (apt-get install -y wrk)" >&2; exit 1; }
 fi
+if [ "$FLOOR" = 1 ] && ! command -v wrk >/dev/null; then
+    echo "compare_batch: no wrk, so no floor (FLOOR=0)" >&2
+    FLOOR=0
+fi
+if [ "$FLOOR" = 1 ] && [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
+    cargo build --release --quiet --manifest-path benches/bare_axum/Cargo.toml
+fi
 [ -x "$STOWAGE_BIN" ] || { echo "compare_batch: $STOWAGE_BIN not found; run cargo build --release" >&2; exit 1; }
 "$PYTHON" -c 'import duckdb' 2>/dev/null || {
     echo "compare_batch: $PYTHON cannot import duckdb (scripts/test makes target/py with it)" >&2
@@ -79,12 +94,35 @@ fi
 
 TMP=$(mktemp -d)
 SRV_PID=
+BASE_PID=
 cleanup() {
     [ -z "$SRV_PID" ] || kill "$SRV_PID" 2>/dev/null || true
+    [ -z "$BASE_PID" ] || kill "$BASE_PID" 2>/dev/null || true
     if [ "${KEEP:-0}" = 1 ]; then echo "compare_batch: kept $TMP" >&2; else rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# run_wrk URL TOKEN OUT: wrk_batch.lua with $TMP/events.ndjson against URL; a summary as
+# `stowage bench ingest --json` writes it into OUT.
+run_wrk() {
+    echo "   wrk -t1 -c$CONNECTIONS -d$DURATION -s benches/wrk_batch.lua (WRK_BATCH=$BATCH)" >&2
+    STOWAGE_TOKEN=$2 WRK_EVENTS="$TMP/events.ndjson" WRK_BATCH=$BATCH \
+        wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --timeout 30s -s benches/wrk_batch.lua "$1" >"$3.wrk.txt" 2>&1 || true
+    python3 - "$3.wrk.txt" "$CONNECTIONS" >"$3" <<'EOF'
+import json, sys
+line = next((l for l in open(sys.argv[1]) if l.startswith("WRK_JSON ")), None)
+if line is None:
+    sys.exit("compare_batch: wrk printed no result:\n" + open(sys.argv[1]).read())
+w = json.loads(line[len("WRK_JSON "):])
+if w["ok"] == 0:
+    sys.exit("compare_batch: no batch was accepted:\n" + open(sys.argv[1]).read())
+print(json.dumps({"events_per_s": w["events_per_s"], "events": round(w["ok"] * w["per_request"]),
+                  "requests": w["requests"], "ok": w["ok"], "batch_size": round(w["per_request"]),
+                  "latency_ms": {"p50": w["p50_ms"], "p99": w["p99_ms"]},
+                  "status": {"non_2xx": w["non_2xx"], "socket_errors": w["socket_errors"]},
+                  "connections": int(sys.argv[2]), "gzip": False, "duration_s": w["duration_s"]}))
+EOF
+}
 
 # run_mix MIX [FILE]: DuckDB on MIX's NDJSON (generated, or FILE repeated to EVENTS lines), then
 # a fresh stowage under the load generator; results in $TMP/MIX.duckdb.json,
@@ -133,6 +171,28 @@ EOF
     # Segment's own 500 KB): such mixes send as many as fit in 480 KiB, as an SDK would.
     local per_request
     per_request=$(python3 -c "import os; n=$EVENTS; b=os.path.getsize('$TMP/events.ndjson'); print(max(1, min($BATCH, int(480 * 1024 / (b / n)))))")
+    if [ "$FLOOR" = 1 ]; then
+        echo "== $mix: the floor: bare axum, serde_json a line, an fdatasync'd log (--wal)" >&2
+        local log="$TMP/floor-$mix.log"
+        "$BASELINE_BIN" --listen 127.0.0.1:0 --wal "$TMP/floor-wal" >"$log" 2>&1 &
+        BASE_PID=$!
+        for _ in $(seq 600); do
+            grep -q '^listening on ' "$log" 2>/dev/null && break
+            kill -0 "$BASE_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
+            sleep 0.1
+        done
+        local floor_url
+        floor_url="http://$(sed -n 's/^listening on //p' "$log")"
+        local floor_before
+        floor_before=$(awk '{print $14 + $15}' "/proc/$BASE_PID/stat")
+        run_wrk "$floor_url" unused "$TMP/$mix.floor.json"
+        echo "$(( $(awk '{print $14 + $15}' "/proc/$BASE_PID/stat") - floor_before )) $(getconf CLK_TCK)" |
+            awk '{print $1 / $2}' >"$TMP/$mix.floor.cpu"
+        kill "$BASE_PID"
+        wait "$BASE_PID" 2>/dev/null || true
+        BASE_PID=
+        rm -rf "$TMP/floor-wal"
+    fi
     echo "== $mix: stowage serve --demo (durable acks, default config)" >&2
     local data="$TMP/data-$mix"
     "$SERVER_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
@@ -153,23 +213,7 @@ EOF
     local before
     before=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
     if [ "$loadgen" = wrk ]; then
-        echo "   wrk -t1 -c$CONNECTIONS -d$DURATION -s benches/wrk_batch.lua (WRK_BATCH=$BATCH)" >&2
-        STOWAGE_TOKEN=$TOKEN WRK_EVENTS="$TMP/events.ndjson" WRK_BATCH=$BATCH \
-            wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --timeout 30s -s benches/wrk_batch.lua "$URL" >"$TMP/$mix.wrk.txt" 2>&1 || true
-        python3 - "$TMP/$mix.wrk.txt" "$CONNECTIONS" >"$TMP/$mix.stowage.json" <<'EOF'
-import json, sys
-line = next((l for l in open(sys.argv[1]) if l.startswith("WRK_JSON ")), None)
-if line is None:
-    sys.exit("compare_batch: wrk printed no result:\n" + open(sys.argv[1]).read())
-w = json.loads(line[len("WRK_JSON "):])
-if w["ok"] == 0:
-    sys.exit("compare_batch: no batch was accepted:\n" + open(sys.argv[1]).read())
-print(json.dumps({"events_per_s": w["events_per_s"], "events": round(w["ok"] * w["per_request"]),
-                  "requests": w["requests"], "ok": w["ok"], "batch_size": round(w["per_request"]),
-                  "latency_ms": {"p50": w["p50_ms"], "p99": w["p99_ms"]},
-                  "status": {"non_2xx": w["non_2xx"], "socket_errors": w["socket_errors"]},
-                  "connections": int(sys.argv[2]), "gzip": False, "duration_s": w["duration_s"]}))
-EOF
+        run_wrk "$URL" "$TOKEN" "$TMP/$mix.stowage.json"
     else
         echo "   stowage bench ingest --mix $mix --mode ndjson --batch-size $per_request -c$CONNECTIONS -d$DURATION ${EXTRA[*]}" >&2
         if ! "$STOWAGE_BIN" bench ingest --url "$URL" --token "$TOKEN" --mix "$mix" --mode ndjson \
@@ -205,8 +249,12 @@ tmp, mixes, loadgen, own = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.ar
 print(f"batch ingest (NDJSON, durable acks, default config) vs DuckDB NDJSON -> Parquet, "
       f"{os.cpu_count()} cores; a fresh server per mix")
 fmt = "{:<10} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>8}"
+floor_of = lambda mix: os.path.exists(os.path.join(tmp, f"{mix}.floor.json"))
+floors = any(floor_of(mix) for mix in mixes)
+if floors:
+    fmt += " {:>11} {:>6} {:>12}"
 print(fmt.format("mix", "NDJSON MiB", "ev/req", "DuckDB ev/s", "stowage ev/s", "ratio", "p50/p99 ms",
-                 "CPU µs/ev", "RSS MiB"))
+                 "CPU µs/ev", "RSS MiB", *(("floor ev/s", "ratio", "CPU µs/ev") if floors else ())))
 for mix in mixes:
     d = json.load(open(os.path.join(tmp, f"{mix}.duckdb.json")))
     s = json.load(open(os.path.join(tmp, f"{mix}.stowage.json")))
@@ -214,11 +262,23 @@ for mix in mixes:
     cpu = float(open(os.path.join(tmp, f"{mix}.cpu")).read())
     lat = s["latency_ms"]
     bad = s["requests"] - s["ok"]
+    floor = ()
+    if floors:
+        floor = ("-", "-", "-")
+        if floor_of(mix):
+            f = json.load(open(os.path.join(tmp, f"{mix}.floor.json")))
+            fcpu = float(open(os.path.join(tmp, f"{mix}.floor.cpu")).read())
+            floor = (f"{f['events_per_s']:,.0f}", f"{f['events_per_s'] / d['events_per_s']:.2f}",
+                     f"{fcpu / max(f['events'], 1) * 1e6:.1f}")
     print(fmt.format(mix, d["ndjson_mib"], s["batch_size"], f"{d['events_per_s']:,.0f}", f"{s['events_per_s']:,.0f}",
                      f"{s['events_per_s'] / d['events_per_s']:.2f}", f"{lat['p50']:.1f}/{lat['p99']:.1f}",
-                     f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{hwm / 1024:.0f}")
+                     f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{hwm / 1024:.0f}", *floor)
           + (f"  ({bad} requests not 2xx: {s['status']})" if bad else ""))
 print(f"DuckDB {d['duckdb']} ({d['threads']} threads); load generator {loadgen}"
       f"{' (wrk for ' + os.path.basename(own) + ')' if own else ''}, {s['connections']} connections"
       f"{', gzip' if s['gzip'] else ''}, {s['duration_s']:.1f} s per mix")
+if floors:
+    print("floor: benches/bare_axum --wal under the same wrk load — HTTP, serde_json a line and an "
+          "fdatasync'd log write of each body, nothing stored; its ratio to DuckDB is what those "
+          "alone leave")
 EOF

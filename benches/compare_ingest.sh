@@ -12,6 +12,10 @@
 #   CONNECTIONS=64     concurrent keep-alive connections (wrk -c, stowage bench -c)
 #   BENCH_THREADS=1    threads of `stowage bench ingest` (wrk runs with -t1)
 #   RUNS=3             wrk runs, each a bare baseline then a fresh stowage
+#   FLOOR=1            also, in each wrk run, the durable floor: the same bare handler answering
+#                      only after its body is fsync'd to a log (`bare_axum --wal`, one writer
+#                      thread, group commit, a pre-zeroed file) — what any design with fsync'd
+#                      acks and nothing else to do reaches on this machine. 0 skips it
 #   STOWAGE_BIN=target/release/stowage
 #   BASELINE_BIN=benches/bare_axum/target/release/bare_axum   (a crate of its own: as an
 #                      example of the main package it rebuilt every dependency, ~20 minutes)
@@ -22,7 +26,7 @@
 # Steps: (0) `stowage bench gen` writes 1,024 messages for wrk to send (benches/wrk_event.lua
 # gives each a fresh messageId). (1) RUNS times: the bare baseline on 127.0.0.1:0 under wrk,
 # stopped, then a fresh `stowage serve --demo` in its own data dir (token from DIR/demo.json,
-# wait for /readyz) under the same wrk; each server's CPU time over its wrk run (/proc/PID/stat)
+# wait for /readyz) under the same wrk (with FLOOR=1, between the two, `bare_axum --wal`); each server's CPU time over its wrk run (/proc/PID/stat)
 # gives the CPU per request. (2) `stowage bench ingest` closed loop against a fresh baseline and
 # a fresh stowage, then `stowage bench ingest --rate` at 80 % of the rate stowage reached, for the
 # p99 under sustained load. Each server's peak RSS (VmHWM) is read before it is stopped with
@@ -40,6 +44,7 @@ if [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
     cargo build --release --quiet --manifest-path benches/bare_axum/Cargo.toml
 fi
 RUNS=${RUNS:-3}
+FLOOR=${FLOOR:-1}
 
 for bin in "$STOWAGE_BIN" "$BASELINE_BIN"; do
     if [ ! -x "$bin" ]; then
@@ -94,11 +99,12 @@ TICK=$(getconf CLK_TCK)
 
 # start_baseline: the bare axum handler on a free port; sets BASE_URL, BASE_PID.
 BASELINES=0
+# start_baseline [ARGS…]: ARGS go to the baseline (`--wal DIR`: the durable floor).
 start_baseline() {
     # A log of its own per start: the previous one's "listening on" must never be read.
     BASELINES=$((BASELINES + 1))
     local log="$TMP/baseline_$BASELINES.log"
-    "$BASELINE_BIN" --listen 127.0.0.1:0 >"$log" 2>&1 &
+    "$BASELINE_BIN" --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
     BASE_PID=$!
     PIDS+=("$BASE_PID")
     BASE_URL=
@@ -156,6 +162,13 @@ for run in $(seq "$RUNS"); do
         start_baseline
         measure "$BASE_PID" "wrk_base_$run" run_wrk "$BASE_URL" unused "$TMP/wrk_base_$run.json"
         kill "$BASE_PID"; wait "$BASE_PID" 2>/dev/null || true
+        if [ "$FLOOR" = 1 ]; then
+            echo "== run $run: bare axum + fsync'd log (--wal), wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
+            start_baseline --wal "$TMP/floor_wal_$run"
+            measure "$BASE_PID" "wrk_floor_$run" run_wrk "$BASE_URL" unused "$TMP/wrk_floor_$run.json"
+            kill "$BASE_PID"; wait "$BASE_PID" 2>/dev/null || true
+            rm -rf "$TMP/floor_wal_$run"
+        fi
         echo "== run $run: stowage serve --demo (durable acks), wrk -t1 -c$CONNECTIONS -d$DURATION" >&2
         start_stowage "s_wrk_$run"
         measure "$SRV_PID" "wrk_stowage_$run" run_wrk "$URL" "$TOKEN" "$TMP/wrk_stowage_$run.json"
@@ -192,9 +205,16 @@ if have_wrk == "1":
                      (b["p50_ms"], b["p99_ms"]), (s["p50_ms"], s["p99_ms"]),
                      b["non_2xx"] + b["socket_errors"], s["non_2xx"] + s["socket_errors"]))
         bc, sc = cpu(f"wrk_base_{run}"), cpu(f"wrk_stowage_{run}")
+        floor = ""
+        if os.path.exists(os.path.join(tmp, f"wrk_floor_{run}.json")):
+            f, fc = load(f"wrk_floor_{run}.json"), cpu(f"wrk_floor_{run}")
+            rows.append((f"  durable floor (run {run})", b["requests_per_s"], f["requests_per_s"],
+                         (b["p50_ms"], b["p99_ms"]), (f["p50_ms"], f["p99_ms"]),
+                         b["non_2xx"] + b["socket_errors"], f["non_2xx"] + f["socket_errors"]))
+            floor = f", durable floor {fc / f['requests'] * 1e6:.1f} µs"
         print(f"run {run}: server CPU per request: bare {bc / b['requests'] * 1e6:.1f} µs "
               f"({bc:.2f} s for {b['requests']:,}), stowage {sc / s['requests'] * 1e6:.1f} µs "
-              f"({sc:.2f} s for {s['requests']:,})")
+              f"({sc:.2f} s for {s['requests']:,}){floor}")
 b, s = load("bench_base.json"), load("bench_stowage.json")
 bad = lambda d: d["requests"] - d["ok"]
 rows.append((f"stowage bench -c{conns} -t{threads}", b["ok_per_s"], s["ok_per_s"],
@@ -209,6 +229,9 @@ print(fmt.format(*head))
 for name, br, sr, bl, sl, be, se in rows:
     print(fmt.format(name, f"{br:,.0f}", f"{sr:,.0f}", f"{sr / br:.2f}",
                      f"{bl[0]:.2f} / {bl[1]:.2f}", f"{sl[0]:.2f} / {sl[1]:.2f}", f"{be} / {se}"))
+if any(name.startswith("  durable floor") for name, *_ in rows):
+    print("(durable floor rows: `bare_axum --wal` in the stowage column — the bare handler whose "
+          "answer waits for an fdatasync'd log write, and nothing else)")
 r = load("bench_rate.json")
 lat = r["latency_ms"]
 print(f"stowage p99 at 80 % of the closed-loop max ({r['target_rate']:,.0f} req/s open loop, "

@@ -4,10 +4,23 @@
 //! parsed line by line) do the same work stowage's parse does, and nothing else: no auth, no
 //! validation, no WAL. `benches/compare_ingest.sh` builds and runs it.
 //!
+//! With `--wal DIR` it is the floor of a durable ack instead: each accepted body is also
+//! appended to a log file, and answered only after an `fdatasync` covers it — a group commit by
+//! one writer thread, as stowage's WAL does, on a file pre-zeroed at start so that a sync writes
+//! data, not the file's size (stowage's spare segments). Nothing else: no ids, no dedup, no
+//! rows. What it reaches against the plain handler bounds what any design with fsync'd acks can
+//! reach on the machine (BENCHMARKS.md, twenty-first session). Two other shapes of the same log,
+//! measured there and not better: `--wal2 DIR` (two writer threads and files, a second group
+//! syncing while the first one's sync runs) and `--wal-lead DIR` (no writer thread: the request
+//! that finds no write under way writes and syncs the queue itself, PostgreSQL's `XLogFlush`).
+//!
 //! ```sh
 //! cargo build --release --manifest-path benches/bare_axum/Cargo.toml
 //! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0   # prints "listening on ADDR"
+//! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/bare-wal
 //! ```
+
+mod wal;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -16,6 +29,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value;
+
+use wal::{Mode, Wal};
 
 fn answer(ok: bool) -> Response {
     let json = [(header::CONTENT_TYPE, "application/json")];
@@ -27,8 +42,22 @@ fn answer(ok: bool) -> Response {
     }
 }
 
+/// The log, when the server runs with `--wal`.
+static WAL: std::sync::OnceLock<Wal> = std::sync::OnceLock::new();
+
+/// `answer(ok)`, once `body` is fsync'd when the server keeps a log.
+async fn durable(ok: bool, body: Bytes) -> Response {
+    if let (true, Some(wal)) = (ok, WAL.get())
+        && wal.append(body).await.is_err()
+    {
+        return (StatusCode::SERVICE_UNAVAILABLE, "log write failed").into_response();
+    }
+    answer(ok)
+}
+
 async fn event(body: Bytes) -> Response {
-    answer(serde_json::from_slice::<Value>(&body).is_ok_and(|v| v.is_object()))
+    let ok = serde_json::from_slice::<Value>(&body).is_ok_and(|v| v.is_object());
+    durable(ok, body).await
 }
 
 async fn batch(headers: HeaderMap, body: Bytes) -> Response {
@@ -43,7 +72,7 @@ async fn batch(headers: HeaderMap, body: Bytes) -> Response {
     } else {
         serde_json::from_slice::<Value>(&body).is_ok_and(|v| v["batch"].is_array())
     };
-    answer(ok)
+    durable(ok, body).await
 }
 
 #[tokio::main]
@@ -53,8 +82,26 @@ async fn main() {
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--listen", Some(addr)) => listen = addr,
+            ("--wal" | "--wal2" | "--wal-lead", Some(dir)) => match Wal::open(
+                std::path::Path::new(&dir),
+                match a.as_str() {
+                    "--wal" => Mode::Threads(1),
+                    "--wal2" => Mode::Threads(2),
+                    _ => Mode::Leader,
+                },
+            ) {
+                Ok(wal) => {
+                    let _ = WAL.set(wal);
+                }
+                Err(e) => {
+                    eprintln!("bare_axum: cannot open a log in {dir}: {e}");
+                    std::process::exit(1);
+                }
+            },
             _ => {
-                eprintln!("usage: bare_axum [--listen ADDR]");
+                eprintln!(
+                    "usage: bare_axum [--listen ADDR] [--wal DIR | --wal2 DIR | --wal-lead DIR]"
+                );
                 std::process::exit(2);
             }
         }
