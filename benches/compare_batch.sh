@@ -3,7 +3,7 @@
 # POST /v1/batch as NDJSON, 500 events per request, durable acks, as a ratio of DuckDB
 # converting the same NDJSON to Parquet locally; target >= 0.5).
 #
-# Usage, from anywhere (this script builds nothing):
+# Usage, from anywhere (this script builds only the floor's benches/bare_axum, ~1 minute once):
 #   cargo build --release
 #   scripts/test   # once, or any other way to get target/py with DuckDB (see README)
 #   benches/compare_batch.sh
@@ -35,8 +35,10 @@
 #   FLOOR=1            also, per mix, the floor of a server that stores nothing: the bare axum
 #                      handler (benches/bare_axum, built here if missing) parsing every line with
 #                      serde_json and answering after an fdatasync'd log write of the body
-#                      (`--wal`), under the same wrk load (needs wrk). It shows how much of
-#                      DuckDB's rate HTTP, a parse and a durable write alone leave. 0 skips it
+#                      (`--wal`, its log under TMPDIR, which must be a disk), under wrk with the
+#                      mix's bodies whatever LOADGEN is (needs wrk), closed loop. It shows how
+#                      much of DuckDB's rate HTTP, a parse and a durable write alone leave.
+#                      0 skips it; with RATE it is skipped (its closed-loop CPU would not compare)
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   RATE=              requests/s on a fixed schedule (open loop) instead of as fast as answered:
 #                      for an A/B of two builds (SERVER_BIN) at the same load, where CPU µs/ev
@@ -82,6 +84,11 @@ fi
 if [ "$FLOOR" = 1 ] && ! command -v wrk >/dev/null; then
     echo "compare_batch: no wrk, so no floor (FLOOR=0)" >&2
     FLOOR=0
+fi
+[ -z "${RATE:-}" ] || FLOOR=0
+if [ "$FLOOR" = 1 ] && [ "$(stat -f -c %T "${TMPDIR:-/tmp}")" = tmpfs ]; then
+    echo "compare_batch: ${TMPDIR:-/tmp} is tmpfs, where an fdatasync costs nothing: the floor's log" \
+        "would not be durable (set TMPDIR to a directory on a disk, or FLOOR=0)" >&2
 fi
 if [ "$FLOOR" = 1 ] && [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
     cargo build --release --quiet --manifest-path benches/bare_axum/Cargo.toml
@@ -183,12 +190,13 @@ EOF
         done
         local floor_url
         floor_url="http://$(sed -n 's/^listening on //p' "$log")"
+        [ "$floor_url" != "http://" ] || { echo "compare_batch: the floor never listened:" >&2; cat "$log" >&2; exit 1; }
         local floor_before
         floor_before=$(awk '{print $14 + $15}' "/proc/$BASE_PID/stat")
         run_wrk "$floor_url" unused "$TMP/$mix.floor.json"
         echo "$(( $(awk '{print $14 + $15}' "/proc/$BASE_PID/stat") - floor_before )) $(getconf CLK_TCK)" |
             awk '{print $1 / $2}' >"$TMP/$mix.floor.cpu"
-        kill "$BASE_PID"
+        kill "$BASE_PID" 2>/dev/null || true
         wait "$BASE_PID" 2>/dev/null || true
         BASE_PID=
         rm -rf "$TMP/floor-wal"

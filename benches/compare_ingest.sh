@@ -45,6 +45,10 @@ if [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
 fi
 RUNS=${RUNS:-3}
 FLOOR=${FLOOR:-1}
+if [ "$FLOOR" = 1 ] && [ "$(stat -f -c %T "${TMPDIR:-/tmp}")" = tmpfs ]; then
+    echo "compare_ingest: ${TMPDIR:-/tmp} is tmpfs, where an fdatasync costs nothing: the floor's log" \
+        "would not be durable (set TMPDIR to a directory on a disk, or FLOOR=0)" >&2
+fi
 
 for bin in "$STOWAGE_BIN" "$BASELINE_BIN"; do
     if [ ! -x "$bin" ]; then
@@ -108,8 +112,10 @@ start_baseline() {
     BASE_PID=$!
     PIDS+=("$BASE_PID")
     BASE_URL=
-    for _ in $(seq 100); do
+    # With --wal it zeroes and syncs its 512 MiB log before it listens.
+    for _ in $(seq 600); do
         grep -q '^listening on ' "$log" 2>/dev/null && break
+        kill -0 "$BASE_PID" 2>/dev/null || break
         sleep 0.1
     done
     BASE_URL="http://$(sed -n 's/^listening on //p' "$log")"

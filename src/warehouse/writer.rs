@@ -233,7 +233,7 @@ mod tests {
                     (0..n).map(|i| format!("msg-{i:012}")),
                 )),
             ),
-            // One in ten rows null, the rest 2,000 distinct strings.
+            // One in ten rows null, the rest 1,800 distinct strings.
             (
                 "city",
                 Arc::new(StringArray::from_iter((0..n).map(|i| {

@@ -57,7 +57,7 @@ struct Lead {
 }
 
 impl Wal {
-    /// Creates `dir/bare.wal`, zeroed and synced, and starts its writer thread (`Mode::Thread`).
+    /// Creates `dir/bare.wal`, zeroed and synced, and starts its writer threads (`Mode::Threads`).
     pub fn open(dir: &Path, mode: Mode) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let queue = Arc::new(Queue::default());
