@@ -5,10 +5,10 @@
 //! column chunk's dictionary passes 1 MiB); integers and timestamps that do not repeat are
 //! delta-encoded instead.
 
-use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 use std::hash::BuildHasher;
 
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
@@ -70,15 +70,15 @@ fn properties_of(
 }
 
 /// Whether the int64, float64, timestamp or string column `col`'s values repeat enough for a
-/// dictionary to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at most 90 %
-/// distinct. A column of unique values (ids, measurements, full-precision floats) written with a
-/// dictionary stores every value in the dictionary page plus a bit-packed index per row, and a
-/// reader decodes both and gathers; plain pages are quicker to decode and smaller after ZSTD (the
-/// 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %; BENCHMARKS.md). For
-/// strings (message ids, anonymous ids, free text) the writer would also hash and intern every
-/// value until the dictionary passes 1 MiB, only to fall back: 6 % of a narrow batch load's
-/// server samples (BENCHMARKS.md, twenty-first session). 20,000
-/// distinct values in 100,000 rows show ~88 % distinct in the sample and keep their dictionary.
+/// dictionary to pay: of up to [`SAMPLE`] non-null values spread evenly over the column, at
+/// most 90 % distinct. A column of unique values (ids, measurements, full-precision floats)
+/// written with a dictionary stores every value in the dictionary page plus a bit-packed index
+/// per row, and a reader decodes both and gathers; plain pages are quicker to decode and smaller
+/// after ZSTD (the 5M-row `numeric` benchmark table: 118 → 81 MiB, JSON download −15 %;
+/// BENCHMARKS.md). For strings (message ids, anonymous ids, free text) the writer would also
+/// hash and intern every value until the dictionary passes 1 MiB, only to fall back: 6 % of a
+/// narrow batch load's server samples (BENCHMARKS.md, twenty-first session). 20,000 distinct
+/// values in 100,000 rows show ~88 % distinct in the sample and keep their dictionary.
 /// A sample can be fooled (values that cycle in step with it look distinct); a wrong guess costs
 /// size and speed, never values. `None` for other types (the writer's default: a dictionary).
 pub fn repeats(col: &dyn Array) -> Option<bool> {

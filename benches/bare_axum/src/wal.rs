@@ -44,9 +44,9 @@ pub enum Mode {
 /// The handle requests append through.
 pub struct Wal {
     queue: Arc<Queue>,
-    mode: Mode,
-    /// The leaders' file and write position, and whether a leader is at work.
+    /// `Mode::Leader`'s file and write position (`None`: writer threads write).
     lead: Option<Mutex<Lead>>,
+    /// Whether a leader is at work.
     leading: std::sync::atomic::AtomicBool,
 }
 
@@ -82,7 +82,6 @@ impl Wal {
         }
         Ok(Self {
             queue,
-            mode,
             lead,
             leading: Default::default(),
         })
@@ -114,13 +113,10 @@ impl Wal {
             .lock()
             .expect("queue lock")
             .push(Waiting { body, done });
-        match self.mode {
-            Mode::Threads(_) => {
-                if self.queue.asleep.load(std::sync::atomic::Ordering::Acquire) > 0 {
-                    self.queue.ready.notify_one();
-                }
-            }
-            Mode::Leader => self.lead(),
+        if self.lead.is_some() {
+            self.lead();
+        } else if self.queue.asleep.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            self.queue.ready.notify_one();
         }
         synced
             .await
