@@ -22,6 +22,16 @@ use crate::config::ParquetConfig;
 /// Values sampled per column to decide on dictionary encoding.
 const SAMPLE: usize = 4096;
 
+/// Bytes of values a data page holds before the writer closes it (the parquet crate's default is
+/// 1 MiB). Each page's buffers are allocated afresh and the compressed one grown once; at 1 MiB
+/// those are mimalloc's *huge* blocks (over 512 KiB), handed out as fresh pages that the kernel
+/// faults in and zeroes, while at 64 KiB they come from pages the allocator keeps in use. Server
+/// CPU an event under batch load, 64 KiB against 1 MiB in one A/B (`benches/ab_batch.sh`): string-
+/// heavy events 0.972, narrow 0.961, wide 0.980, shop 1.000; page faults an event 1.86 → 0.95.
+/// Files grow ~5 % on long text (ZSTD sees less at once); 16 KiB cost more CPU than 64 and
+/// 128 KiB no less (BENCHMARKS.md, twenty-second session).
+const DATA_PAGE_BYTES: usize = 64 << 10;
+
 /// Writer settings for files holding batches like `batch`: dictionary encoding on for the
 /// string and numeric columns whose values repeat in it, off for those that are (nearly) all
 /// distinct. Of those, int64 and timestamp columns are written
@@ -49,7 +59,8 @@ fn properties_of(
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(cfg.zstd_level)?))
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(true)
-        .set_max_row_group_row_count(Some(cfg.row_group_rows));
+        .set_max_row_group_row_count(Some(cfg.row_group_rows))
+        .set_data_page_size_limit(DATA_PAGE_BYTES);
     let Some(first) = batches.first() else {
         return Ok(b.build());
     };
@@ -288,6 +299,37 @@ mod tests {
         );
         assert!(encodings[1].contains(&Encoding::PLAIN));
         assert!(!delta(&encodings[3]), "repeating ints: {:?}", encodings[3]);
+    }
+
+    /// Long text is cut into pages of about [`DATA_PAGE_BYTES`], not the crate's 1 MiB.
+    #[test]
+    fn text_columns_are_written_in_small_pages() {
+        let text = |i: usize| format!("{i:08} {}", "words of text ".repeat(40));
+        let n = 2_000;
+        let b = batch(vec![(
+            "body",
+            Arc::new(StringArray::from_iter_values((0..n).map(text))) as ArrayRef,
+        )]);
+        let file = encode(&b, &ParquetConfig::default()).unwrap();
+        let reader = SerializedFileReader::new(file.clone()).unwrap();
+        let mut pages = reader
+            .get_row_group(0)
+            .unwrap()
+            .get_column_page_reader(0)
+            .unwrap();
+        let mut sizes = Vec::new();
+        while let Some(page) = pages.get_next_page().unwrap() {
+            sizes.push(page.num_values());
+        }
+        let row_bytes = text(0).len() + 4;
+        assert!(sizes.len() >= n * row_bytes / DATA_PAGE_BYTES, "{sizes:?}");
+        assert!(
+            sizes
+                .iter()
+                .all(|&v| v as usize * row_bytes <= 2 * DATA_PAGE_BYTES),
+            "{sizes:?}"
+        );
+        assert_eq!(read_back(file), b);
     }
 
     #[test]
