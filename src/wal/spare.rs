@@ -1,9 +1,9 @@
-//! Spare segment files: zero-filled to the segment size (direct writes where the file system takes
-//! them) and synced on a thread of their own, so
-//! the log's writes land inside a file whose size and blocks are already on disk and each
-//! `fdatasync` writes data, not metadata (PostgreSQL pre-allocates its WAL files for the same
-//! reason). A spare that is not ready in time, or cannot be made (a full disk, a file-size limit),
-//! leaves the log appending to a fresh file as before: slower, never wrong.
+//! Spare segment files: zero-filled to the segment size (with direct writes where the file
+//! system takes them) and synced on a thread of their own, so the log's writes land inside a file
+//! whose size and blocks are already on disk and each `fdatasync` writes data, not metadata
+//! (PostgreSQL pre-allocates its WAL files for the same reason). A spare that is not ready in
+//! time, or cannot be made (a full disk, a file-size limit), leaves the log appending to a fresh
+//! file as before: slower, never wrong.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
