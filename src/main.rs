@@ -7,6 +7,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();
+    no_death_by_file_size();
     stowage::allocator::prompt_purge();
     stowage::cli::main()
 }
@@ -23,6 +24,17 @@ fn no_transparent_huge_pages() {
     unsafe {
         let (on, unused): (libc::c_ulong, libc::c_ulong) = (1, 0);
         libc::prctl(libc::PR_SET_THP_DISABLE, on, unused, unused, unused);
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) raises SIGXFSZ, whose default ends the
+/// process; ignored, the write fails with EFBIG, which the WAL and the flush report and survive
+/// (a spare not made, a buffered acknowledgement kept: tests/wal_file_limit.rs) as the docs say.
+fn no_death_by_file_size() {
+    #[cfg(unix)]
+    // SAFETY: sets a signal's disposition to ignored, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

@@ -106,7 +106,7 @@ impl Spares {
 fn zero_fill(path: &Path, size: u64) -> std::io::Result<()> {
     // Never an existing file: a stale spare may still be linked to a live segment.
     let mut f: File = OpenOptions::new().create_new(true).write(true).open(path)?;
-    if !zero_fill_direct(path, size) {
+    if !zero_fill_direct(path, size)? {
         let zeros = vec![0u8; CHUNK];
         write_zeros(&mut f, &zeros, size)?;
     }
@@ -130,37 +130,43 @@ fn write_zeros(f: &mut File, zeros: &[u8], size: u64) -> std::io::Result<()> {
 /// from one buffer, where buffered writes copied every byte into the page cache first — the copy
 /// and the writeback of a spare were 4–5 % of the server's CPU under batch load (BENCHMARKS.md,
 /// twenty-second session). The file's blocks end up written and allocated just the same, and the
-/// caller's `sync_all` makes its size durable. False when the size is not a multiple of the
-/// alignment or the file system refuses direct writes (tmpfs): the caller writes buffered.
-fn zero_fill_direct(path: &Path, size: u64) -> bool {
+/// caller's `sync_all` makes its size durable. `Ok(false)` when the size is not a multiple of the
+/// alignment or the file system refuses direct I/O (`EINVAL`: an older tmpfs, an alignment it
+/// needs larger): the caller writes through the page cache. Any other error (a full disk, a
+/// file-size limit, an I/O error) is the spare's failure, not retried buffered.
+fn zero_fill_direct(path: &Path, size: u64) -> std::io::Result<bool> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::fs::OpenOptionsExt;
         const ALIGN: usize = 4096;
+        let refused = |e: &std::io::Error| e.raw_os_error() == Some(libc::EINVAL);
         if !size.is_multiple_of(ALIGN as u64) {
-            return false;
+            return Ok(false);
         }
-        let Ok(mut f) = OpenOptions::new()
+        let mut f = match OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_DIRECT)
             .open(path)
-        else {
-            return false;
+        {
+            Ok(f) => f,
+            Err(e) if refused(&e) => return Ok(false),
+            Err(e) => return Err(e),
         };
         let buf = vec![0u8; CHUNK + ALIGN];
         let at = buf.as_ptr().align_offset(ALIGN);
         match write_zeros(&mut f, &buf[at..at + CHUNK], size) {
-            Ok(()) => true,
-            Err(e) => {
+            Ok(()) => Ok(true),
+            Err(e) if refused(&e) => {
                 debug!(error = %e, "direct writes refused; zeroing the spare through the page cache");
-                false
+                Ok(false)
             }
+            Err(e) => Err(e),
         }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (path, size);
-        false
+        Ok(false)
     }
 }
 
@@ -198,8 +204,9 @@ mod tests {
             // Never over an existing file.
             assert!(zero_fill(&path, size).is_err());
         }
-        // Direct writes need the size aligned; a file that cannot be opened is not written.
-        assert!(!zero_fill_direct(&dir.path().join("x"), 100));
-        assert!(!zero_fill_direct(&dir.path().join("missing/x"), 4096));
+        // Direct writes need the size aligned.
+        assert!(!zero_fill_direct(&dir.path().join("x"), 100).unwrap());
+        // Errors other than a refusal of direct I/O are the spare's, not retried buffered.
+        assert!(zero_fill_direct(&dir.path().join("missing/x"), 4096).is_err());
     }
 }
