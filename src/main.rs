@@ -31,7 +31,7 @@ fn no_transparent_huge_pages() {
 /// process; ignored, the write fails with EFBIG, which the WAL and the flush report and survive
 /// (a spare not made, a buffered acknowledgement kept: tests/wal_file_limit.rs) as the docs say.
 fn no_death_by_file_size() {
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     // SAFETY: sets a signal's disposition to ignored, before any other thread exists.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
