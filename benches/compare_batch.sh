@@ -55,7 +55,10 @@
 # events/s = N / the median wall time of that statement. (2b) With FLOOR=1, `bare_axum --wal`
 # under wrk for DURATION (the same bodies). (3) A fresh `stowage serve --demo`
 # (default config: durable acks), then `stowage bench ingest --mix M --mode ndjson --batch-size 500` for DURATION: acknowledged
-# events/s, the server's CPU time over the run (/proc/PID/stat) and its peak RSS (VmHWM).
+# events/s, the server's CPU time over the run (/proc/PID/stat) — an event's, and as a share of
+# all cores ("CPU %") —, its peak RSS (VmHWM), and the share of requests that waited for room
+# in the team's budget ("waits", stowage_admission_waits_total): a mix whose server is below
+# ~90 % CPU with many waits is bound by memory, one near 100 % by CPU.
 # (4) One table: the ratio stowage / DuckDB per mix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -203,7 +206,9 @@ EOF
     fi
     echo "== $mix: stowage serve --demo (durable acks, default config)" >&2
     local data="$TMP/data-$mix"
-    "$SERVER_BIN" serve --demo --data-dir "$data" --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
+    # Metrics on a port of its own (read after the run: admission waits).
+    STOWAGE_SERVER__METRICS_LISTEN=127.0.0.1:0 "$SERVER_BIN" serve --demo --data-dir "$data" \
+        --listen 127.0.0.1:0 >"$TMP/stowage-$mix.log" 2>&1 &
     SRV_PID=$!
     for _ in $(seq 600); do
         if [ -s "$data/demo.json" ]; then
@@ -235,6 +240,15 @@ EOF
     echo "$(( $(awk '{print $14 + $15}' "/proc/$SRV_PID/stat") - before )) $(getconf CLK_TCK)" |
         awk '{print $1 / $2}' >"$TMP/$mix.cpu"
     awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status" >"$TMP/$mix.hwm"
+    local metrics
+    metrics=$(sed 's/\x1b\[[0-9;]*m//g' "$TMP/stowage-$mix.log" | grep -o 'metrics=[0-9.:]*' |
+        head -1 | cut -d= -f2)
+    local scraped
+    scraped=$(curl -fsS "http://$metrics/metrics" 2>/dev/null || true)
+    : >"$TMP/$mix.waits"
+    # The counter appears with the first wait: scraped without it, none waited.
+    [ -n "$scraped" ] && echo "$scraped" |
+        awk '$1 == "stowage_admission_waits_total" {n = $2} END {print n + 0}' >"$TMP/$mix.waits"
     kill -TERM "$SRV_PID"
     wait "$SRV_PID" || echo "compare_batch: stowage exited with $?" >&2
     SRV_PID=
@@ -256,19 +270,24 @@ import json, os, sys
 tmp, mixes, loadgen, own = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4]
 print(f"batch ingest (NDJSON, durable acks, default config) vs DuckDB NDJSON -> Parquet, "
       f"{os.cpu_count()} cores; a fresh server per mix")
-fmt = "{:<10} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>8}"
+fmt = "{:<10} {:>10} {:>9} {:>12} {:>13} {:>6} {:>13} {:>10} {:>6} {:>6} {:>8}"
 floor_of = lambda mix: os.path.exists(os.path.join(tmp, f"{mix}.floor.json"))
 floors = any(floor_of(mix) for mix in mixes)
 if floors:
     fmt += " {:>11} {:>6} {:>12}"
 print(fmt.format("mix", "NDJSON MiB", "ev/req", "DuckDB ev/s", "stowage ev/s", "ratio", "p50/p99 ms",
-                 "CPU µs/ev", "RSS MiB", *(("floor ev/s", "ratio", "CPU µs/ev") if floors else ())))
+                 "CPU µs/ev", "CPU %", "waits", "RSS MiB", *(("floor ev/s", "ratio", "CPU µs/ev") if floors else ())))
 for mix in mixes:
     d = json.load(open(os.path.join(tmp, f"{mix}.duckdb.json")))
     s = json.load(open(os.path.join(tmp, f"{mix}.stowage.json")))
     hwm = int(open(os.path.join(tmp, f"{mix}.hwm")).read())
     cpu = float(open(os.path.join(tmp, f"{mix}.cpu")).read())
     lat = s["latency_ms"]
+    # The share of the machine the server used over the run, and of its requests, those that
+    # waited for room (ingest.admission_wait): how far the rate was bound by CPU or by memory.
+    busy = cpu / max(s["duration_s"], 1e-9) / os.cpu_count() * 100
+    waits = open(os.path.join(tmp, f"{mix}.waits")).read().strip()
+    waited = f"{float(waits) / max(s['requests'], 1) * 100:.0f}%" if waits else "-"
     bad = s["requests"] - s["ok"]
     floor = ()
     if floors:
@@ -280,7 +299,8 @@ for mix in mixes:
                      f"{fcpu / max(f['events'], 1) * 1e6:.1f}")
     print(fmt.format(mix, d["ndjson_mib"], s["batch_size"], f"{d['events_per_s']:,.0f}", f"{s['events_per_s']:,.0f}",
                      f"{s['events_per_s'] / d['events_per_s']:.2f}", f"{lat['p50']:.1f}/{lat['p99']:.1f}",
-                     f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{hwm / 1024:.0f}", *floor)
+                     f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{busy:.0f}", waited, f"{hwm / 1024:.0f}",
+                     *floor)
           + (f"  ({bad} requests not 2xx: {s['status']})" if bad else ""))
 print(f"DuckDB {d['duckdb']} ({d['threads']} threads); load generator {loadgen}"
       f"{' (wrk for ' + os.path.basename(own) + ')' if own else ''}, {s['connections']} connections"

@@ -20,6 +20,7 @@ pub mod dispatch;
 pub mod event;
 pub mod event_time;
 pub mod flush;
+mod flush_encode;
 pub mod limits;
 pub mod logged;
 pub mod progress;
