@@ -56,9 +56,11 @@ for round in $(seq "$ROUNDS"); do
             kill -0 "$SRV_PID" 2>/dev/null || { cat "$TMP/server.log" >&2; exit 1; }
             sleep 0.1
         done
+        [ -s "$data/demo.json" ] || { echo "alternate: $bin never wrote demo.json" >&2; exit 1; }
         url=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['base_url'])" "$data/demo.json")
         token=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['events_token'])" "$data/demo.json")
         for _ in $(seq 100); do curl -fsS -o /dev/null "$url/readyz" 2>/dev/null && break; sleep 0.1; done
+        curl -fsS -o /dev/null "$url/readyz" || { echo "alternate: $bin never became ready" >&2; exit 1; }
         before=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
         STOWAGE_TOKEN=$token WRK_EVENTS="$TMP/events.ndjson" WRK_BATCH=$BATCH \
             wrk -t1 -c"$CONNECTIONS" -d"$DURATION" --timeout 30s -s benches/wrk_batch.lua "$url" \
@@ -66,8 +68,9 @@ for round in $(seq "$ROUNDS"); do
         after=$(awk '{print $14 + $15}' "/proc/$SRV_PID/stat")
         hwm=$(awk '/^VmHWM:/ {print int($2 / 1024)}' "/proc/$SRV_PID/status")
         metrics=$(sed 's/\x1b\[[0-9;]*m//g' "$TMP/server.log" | grep -o 'metrics=[0-9.:]*' |
-            head -1 | cut -d= -f2)
-        scraped=$(curl -fsS "http://$metrics/metrics" 2>/dev/null || true)
+            head -1 | cut -d= -f2 || true)
+        scraped=
+        [ -n "$metrics" ] && scraped=$(curl -fsS "http://$metrics/metrics" 2>/dev/null || true)
         sleep 3
         idle=$(awk '/^VmRSS:/ {print int($2 / 1024)}' "/proc/$SRV_PID/status")
         kill -TERM "$SRV_PID"

@@ -241,10 +241,12 @@ EOF
         awk '{print $1 / $2}' >"$TMP/$mix.cpu"
     awk '/^VmHWM:/ {print $2}' "/proc/$SRV_PID/status" >"$TMP/$mix.hwm"
     local metrics
+    # The address the server logged (text logs; none found with log.format json: no waits).
     metrics=$(sed 's/\x1b\[[0-9;]*m//g' "$TMP/stowage-$mix.log" | grep -o 'metrics=[0-9.:]*' |
-        head -1 | cut -d= -f2)
+        head -1 | cut -d= -f2 || true)
     local scraped
-    scraped=$(curl -fsS "http://$metrics/metrics" 2>/dev/null || true)
+    scraped=
+    [ -n "$metrics" ] && scraped=$(curl -fsS "http://$metrics/metrics" 2>/dev/null || true)
     : >"$TMP/$mix.waits"
     # The counter appears with the first wait: scraped without it, none waited.
     [ -n "$scraped" ] && echo "$scraped" |

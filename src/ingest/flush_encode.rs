@@ -6,7 +6,8 @@
 //! largest first, it gets as much CPU as the requests do and ends sooner (BENCHMARKS.md,
 //! twenty-third session).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
@@ -60,16 +61,45 @@ impl Lanes {
     }
 }
 
-/// Encodes every table of a flush, on up to as many blocking threads as there are cores; the
-/// files come back in the order of `tables`. Every thread is waited for, also when one fails,
-/// so nothing reports to `gauge` once this returns.
+/// Encoding threads the running flushes use between them.
+static ENCODING: AtomicUsize = AtomicUsize::new(0);
+
+/// The cores, read once.
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// A flush's threads counted in [`ENCODING`] while it encodes.
+struct Encoding(usize);
+
+impl Encoding {
+    fn claim(threads: usize) -> Self {
+        ENCODING.fetch_add(threads, Ordering::AcqRel);
+        Encoding(threads)
+    }
+}
+
+impl Drop for Encoding {
+    fn drop(&mut self) {
+        ENCODING.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
+/// Encodes every table of a flush, on up to as many blocking threads as there are cores not
+/// taken by other flushes (one at least); the files come back in the order of `tables`. Every
+/// thread is waited for, also when one fails, before this returns (if this future is dropped
+/// instead — only at shutdown — the threads run on and may still report to `gauge`).
 pub async fn encode_tables(
     target: EncodeTarget<'_>,
     tables: Vec<(String, Vec<RecordBatch>)>,
     gauge: &EncodingGauge,
 ) -> Result<Vec<EncodedFile>, String> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let groups = share_out(tables, cores);
+    // Threads beyond the first only where no other flush is encoding on them: teams flushing
+    // together keep a thread each, as before, and never take more than the cores between them.
+    let spare = cores().saturating_sub(ENCODING.load(Ordering::Acquire));
+    let groups = share_out(tables, spare.max(1));
+    let _encoding = Encoding::claim(groups.len());
     let lanes = std::sync::Arc::new(Lanes {
         gauge: gauge.clone(),
         held: Mutex::new(vec![0; groups.len()]),
