@@ -2,9 +2,9 @@
 //! threads, several tables at once. Under load a flush is always running and competes for the
 //! cores with the requests that fill the next one; encoded on one thread it got a third of two
 //! cores, and the rows it held (counted against the team's budget until the commit) turned
-//! requests away to wait for room. On as many threads as there are cores, the tables shared out
-//! largest first, it gets as much CPU as the requests do and ends sooner (BENCHMARKS.md,
-//! twenty-third session).
+//! requests away to wait for room. On as many threads as there are cores (those no other flush
+//! is encoding on), the tables shared out largest first, it gets as much CPU as the requests do
+//! and ends sooner (BENCHMARKS.md, twenty-third session).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -74,8 +74,14 @@ fn cores() -> usize {
 struct Encoding(usize);
 
 impl Encoding {
-    fn claim(threads: usize) -> Self {
-        ENCODING.fetch_add(threads, Ordering::AcqRel);
+    /// Up to `wanted` threads: one always, more only from cores no other flush holds. Read and
+    /// taken in one step, so two flushes starting together do not both count the same cores.
+    fn claim(wanted: usize) -> Self {
+        let mut threads = 1;
+        let _ = ENCODING.fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_use| {
+            threads = wanted.min(cores().saturating_sub(in_use)).max(1);
+            Some(in_use + threads)
+        });
         Encoding(threads)
     }
 }
@@ -95,11 +101,10 @@ pub async fn encode_tables(
     tables: Vec<(String, Vec<RecordBatch>)>,
     gauge: &EncodingGauge,
 ) -> Result<Vec<EncodedFile>, String> {
-    // Threads beyond the first only where no other flush is encoding on them: teams flushing
-    // together keep a thread each, as before, and never take more than the cores between them.
-    let spare = cores().saturating_sub(ENCODING.load(Ordering::Acquire));
-    let groups = share_out(tables, spare.max(1));
-    let _encoding = Encoding::claim(groups.len());
+    // Teams flushing together keep a thread each, as before, and take no more than the cores
+    // between them beyond that.
+    let encoding = Encoding::claim(tables.len());
+    let groups = share_out(tables, encoding.0);
     let lanes = std::sync::Arc::new(Lanes {
         gauge: gauge.clone(),
         held: Mutex::new(vec![0; groups.len()]),
