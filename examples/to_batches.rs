@@ -20,7 +20,7 @@ use stowage::ingest::top_fields::Top;
 use stowage::warehouse::buffer::TableBuffer;
 
 #[global_allocator]
-static GLOBAL: stowage::allocator::placement::Placed = stowage::allocator::placement::Placed;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const BATCH: usize = 500;
 

@@ -17,12 +17,6 @@
 //! turn one forced purge. Freed pages still held by other threads' heaps are not given back by
 //! the collect; they are by mimalloc's own purges. The limit 0 keeps the prompt delay always;
 //! the environment variable `MIMALLOC_PURGE_DELAY`, when set, decides instead.
-//!
-//! Where the binary's blocks go (the global allocator) is [`placement`]'s: because it gives the
-//! long- and short-lived blocks of 64–512 KiB pages of their own, what is kept below the limit
-//! is whole pages, which a forced purge gives back at once.
-
-pub mod placement;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,10 +1,9 @@
 //! The `stowage` binary: parse the command line and dispatch to [`stowage::cli`].
 
 /// mimalloc: the request path allocates many small short-lived objects (parsed keys, cells,
-/// response bodies); glibc malloc/free were ~20% of the server's profile under load. Blocks of
-/// 64 to 512 KiB get pages of their own ([`stowage::allocator::placement`]).
+/// response bodies); glibc malloc/free were ~20% of the server's profile under load.
 #[global_allocator]
-static GLOBAL: stowage::allocator::placement::Placed = stowage::allocator::placement::Placed;
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();
