@@ -31,6 +31,13 @@ DURATION=${DURATION:-8s}
 BATCH=${BATCH:-500}
 NEW_BATCH=${NEW_BATCH:-$BATCH}
 CONNECTIONS=${CONNECTIONS:-8}
+# A load generator that fails (a body over the server's limit: see BATCH) ends the run with its
+# own words instead of silently.
+failed() {
+    echo "ab_batch: the load generator of server $1 failed (BATCH=$BATCH, MIX=$MIX):" >&2
+    tail -5 "$TMP/$1.err" >&2
+    exit 1
+}
 MODE=${MODE:-ndjson}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
 for b in "$BASE" "$NEW" "$STOWAGE_BIN"; do
@@ -79,11 +86,12 @@ for round in $(seq "$ROUNDS"); do
     start b "$second" 9472; PB=$PID UB=$URL TB=$TOKEN
     a0=$(cpu "$PA"); b0=$(cpu "$PB")
     "$STOWAGE_BIN" bench ingest --url "$UA" --token "$TA" --mix "$MIX" --mode "$MODE" \
-        --batch-size "$batch_a" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/a.json" 2>/dev/null &
+        --batch-size "$batch_a" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/a.json" 2>"$TMP/a.err" &
     LA=$!
     "$STOWAGE_BIN" bench ingest --url "$UB" --token "$TB" --mix "$MIX" --mode "$MODE" \
-        --batch-size "$batch_b" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>/dev/null
-    wait "$LA"
+        --batch-size "$batch_b" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>"$TMP/b.err" ||
+        failed b
+    wait "$LA" || failed a
     a1=$(cpu "$PA"); b1=$(cpu "$PB")
     kill "$PA" "$PB"; wait "$PA" "$PB" 2>/dev/null || true
     PIDS=()
