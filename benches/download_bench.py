@@ -98,7 +98,7 @@ def curl_download(url, key, canvas, element, fmt=None, gzip=False):
 
 def setup(data):
     admin(data, "team", "create", "--name", "bench")
-    admin(data, "user", "create", "--team", "bench", "--name", "owner", "--role", "owner")
+    admin(data, "user", "create", "--team", "bench", "--email", "owner@bench.example", "--name", "owner", "--role", "owner")
     key = admin(data, "key", "create", "--team", "bench", "--user", "owner")["key"]
     canvas = admin(data, "canvas", "create", "--team", "bench", "--name", "c")["id"]
     return key, canvas
