@@ -33,8 +33,8 @@ NEW_BATCH=${NEW_BATCH:-$BATCH}
 CONNECTIONS=${CONNECTIONS:-8}
 # A load generator that fails (a body over the server's limit: see BATCH) ends the run with its
 # own words instead of silently.
-failed() {
-    echo "ab_batch: the load generator of server $1 failed (BATCH=$BATCH, MIX=$MIX):" >&2
+failed() { # $1: which server (a or b), $2: its batch size
+    echo "ab_batch: a load generator failed (batch $2, mix $MIX):" >&2
     tail -5 "$TMP/$1.err" >&2
     exit 1
 }
@@ -90,8 +90,8 @@ for round in $(seq "$ROUNDS"); do
     LA=$!
     "$STOWAGE_BIN" bench ingest --url "$UB" --token "$TB" --mix "$MIX" --mode "$MODE" \
         --batch-size "$batch_b" -c "$CONNECTIONS" -d "$DURATION" --json >"$TMP/b.json" 2>"$TMP/b.err" ||
-        failed b
-    wait "$LA" || failed a
+        failed b "$batch_b"
+    wait "$LA" || failed a "$batch_a"
     a1=$(cpu "$PA"); b1=$(cpu "$PB")
     kill "$PA" "$PB"; wait "$PA" "$PB" 2>/dev/null || true
     PIDS=()

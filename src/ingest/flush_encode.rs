@@ -41,7 +41,7 @@ pub struct EncodeTarget<'a> {
 }
 
 /// A table of the flush, numbered by its place in the job (files come back in that order).
-struct Numbered {
+struct JobTable {
     at: usize,
     name: String,
     batches: Vec<RecordBatch>,
@@ -140,18 +140,18 @@ pub async fn encode_tables(
 
 /// `tables` in at most `lanes` groups of about equal bytes: largest first, each to the group
 /// holding the fewest so far.
-fn share_out(tables: Vec<(String, Vec<RecordBatch>)>, lanes: usize) -> Vec<Vec<Numbered>> {
+fn share_out(tables: Vec<(String, Vec<RecordBatch>)>, lanes: usize) -> Vec<Vec<JobTable>> {
     let lanes = lanes.clamp(1, tables.len().max(1));
-    let mut tables: Vec<(usize, Numbered)> = tables
+    let mut tables: Vec<(usize, JobTable)> = tables
         .into_iter()
         .enumerate()
         .map(|(at, (name, batches))| {
             let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-            (bytes, Numbered { at, name, batches })
+            (bytes, JobTable { at, name, batches })
         })
         .collect();
     tables.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
-    let mut groups: Vec<(usize, Vec<Numbered>)> = (0..lanes).map(|_| (0, Vec::new())).collect();
+    let mut groups: Vec<(usize, Vec<JobTable>)> = (0..lanes).map(|_| (0, Vec::new())).collect();
     for (bytes, table) in tables {
         let least = groups
             .iter_mut()
@@ -173,11 +173,11 @@ fn share_out(tables: Vec<(String, Vec<RecordBatch>)>, lanes: usize) -> Vec<Vec<N
 /// holds its rows once, not twice.
 fn encode_group(
     target: &EncodeTarget,
-    tables: &[Numbered],
+    tables: &[JobTable],
     held: &mut dyn FnMut(u64),
 ) -> Result<Vec<(usize, EncodedFile)>, String> {
     let mut out: Vec<(usize, EncodedFile)> = Vec::new();
-    for Numbered { at, name, batches } in tables {
+    for JobTable { at, name, batches } in tables {
         let aligned = align_widened(batches)
             .map_err(|e| format!("aligning the buffered batches of {name} failed: {e}"))?;
         let mut days: Vec<(i64, Vec<RecordBatch>)> = Vec::new();
