@@ -17,6 +17,11 @@
 //! turn one forced purge. Freed pages still held by other threads' heaps are not given back by
 //! the collect; they are by mimalloc's own purges. The limit 0 keeps the prompt delay always;
 //! the environment variable `MIMALLOC_PURGE_DELAY`, when set, decides instead.
+//!
+//! Where the binary's blocks go (its global allocator) is [`placement`]'s: blocks of 64–512 KiB
+//! on pages of their own, so what is freed goes back as whole pages.
+
+pub mod placement;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

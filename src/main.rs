@@ -1,9 +1,10 @@
 //! The `stowage` binary: parse the command line and dispatch to [`stowage::cli`].
 
 /// mimalloc: the request path allocates many small short-lived objects (parsed keys, cells,
-/// response bodies); glibc malloc/free were ~20% of the server's profile under load.
+/// response bodies); glibc malloc/free were ~20% of the server's profile under load. Blocks of
+/// 64 to 512 KiB get pages of their own ([`stowage::allocator::placement`]).
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: stowage::allocator::placement::Placed = stowage::allocator::placement::Placed;
 
 fn main() -> std::process::ExitCode {
     no_transparent_huge_pages();

@@ -23,6 +23,7 @@ use super::compress::Compressor;
 use super::cursor::{self, Cursor};
 use super::encode::{BatchEncoder, Encoder};
 use super::plan::Plan;
+use crate::allocator::placement::Unplaced;
 use crate::warehouse::reader::{Position, ReadSpec, TableReader};
 
 /// Chunks in flight between the reader and the socket.
@@ -95,7 +96,8 @@ where
             }
         }
     };
-    tokio::spawn(producer.in_current_span());
+    // Decoding and encoding make and drop large blocks at a high rate: mimalloc's own placement.
+    tokio::spawn(Unplaced::new(producer.in_current_span()));
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });
@@ -232,7 +234,9 @@ async fn pipelined(
     }
     // One encoding task is awaited here and one waits in `send`: the rest are in the channel.
     let (tx, mut rx) = mpsc::channel(depth.saturating_sub(2).max(1));
-    tokio::spawn(read_ahead(reader, rows_of, tx).in_current_span());
+    tokio::spawn(Unplaced::new(
+        read_ahead(reader, rows_of, tx).in_current_span(),
+    ));
     while let Some(step) = rx.recv().await {
         let (n, mut buf) = match step {
             Step::Batch(task) => task
@@ -261,14 +265,14 @@ async fn read_ahead(
         let step = match reader.next_batch().await {
             Ok(Some(batch)) => {
                 let rows_of = rows_of.clone();
-                Step::Batch(tokio::spawn(async move {
+                Step::Batch(tokio::spawn(Unplaced::new(async move {
                     // The encoders size the buffer once from the rows seen so far.
                     let mut buf = Vec::new();
                     rows_of
                         .encode(&batch, &mut buf)
                         .map_err(|e| e.to_string())?;
                     Ok((batch.num_rows(), buf))
-                }))
+                })))
             }
             Ok(None) => Step::End(reader.position()),
             Err(e) => Step::Failed(e.to_string()),

@@ -17,6 +17,8 @@ pub fn runtime() -> &'static Runtime {
         Builder::new_multi_thread()
             .worker_threads(cores)
             .thread_name("stowage-sql")
+            // Queries make and drop large blocks at a high rate: mimalloc's own placement.
+            .on_thread_start(crate::allocator::placement::unplace_this_thread)
             .enable_all()
             .build()
             .expect("the SQL runtime starts")
