@@ -20,6 +20,8 @@
 #   DURATION=10s     load per run
 #   BATCH=500        events a request (wrk_batch.lua cuts a body at 480 KiB)
 #   STOWAGE_BIN=target/release/stowage   generates the mix's NDJSON
+#   NDJSON=FILE      send FILE's messages instead (MIX then only names the runs), e.g. the
+#                    foreign mix (benches/foreign_mix.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +44,11 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-"$STOWAGE_BIN" bench gen --mix "$MIX" --events 100000 --out "$TMP/events.ndjson"
+if [ -n "${NDJSON:-}" ]; then
+    cp "$NDJSON" "$TMP/events.ndjson"
+else
+    "$STOWAGE_BIN" bench gen --mix "$MIX" --events 100000 --out "$TMP/events.ndjson"
+fi
 
 for round in $(seq "$ROUNDS"); do
     for bin in "$@"; do

@@ -32,7 +32,7 @@ const BATCH: usize = 500;
 
 // The server's allocator: allocation is a large share of these stages.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: stowage::allocator::placement::Placed = stowage::allocator::placement::Placed;
 
 /// 500 messages shaped like `stowage bench gen --mix narrow` and `--mix shop`, the `round`th
 /// request's: every round's message ids are its own, as a tracker's are.

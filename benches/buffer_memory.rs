@@ -11,6 +11,7 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
 
 use foldhash::HashMap;
+use stowage::allocator::placement::Placed;
 use stowage::bench::generator::Generator;
 use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
@@ -22,7 +23,7 @@ use stowage::model::TeamId;
 use stowage::warehouse::unify::align_widened;
 use stowage::warehouse::writer;
 
-/// mimalloc (the server's allocator), counting the bytes live and their peak.
+/// The server's allocator, counting the bytes live and their peak.
 struct Counting;
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 static PEAK: AtomicIsize = AtomicIsize::new(0);
@@ -31,13 +32,13 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         let n = LIVE.fetch_add(l.size() as isize, Relaxed) + l.size() as isize;
         PEAK.fetch_max(n, Relaxed);
-        // SAFETY: forwarded unchanged to mimalloc.
-        unsafe { mimalloc::MiMalloc.alloc(l) }
+        // SAFETY: forwarded unchanged to the server's allocator.
+        unsafe { Placed.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
         LIVE.fetch_sub(l.size() as isize, Relaxed);
         // SAFETY: `p` came from `alloc` above with this layout.
-        unsafe { mimalloc::MiMalloc.dealloc(p, l) }
+        unsafe { Placed.dealloc(p, l) }
     }
 }
 

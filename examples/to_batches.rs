@@ -20,7 +20,7 @@ use stowage::ingest::top_fields::Top;
 use stowage::warehouse::buffer::TableBuffer;
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: stowage::allocator::placement::Placed = stowage::allocator::placement::Placed;
 
 const BATCH: usize = 500;
 

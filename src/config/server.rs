@@ -59,7 +59,7 @@ impl Default for ServerConfig {
             trusted_proxies: String::new(),
             metrics_listen: "127.0.0.1:9464".into(),
             node_header: false,
-            reuse_memory_below: ByteSize(192 << 20),
+            reuse_memory_below: ByteSize(288 << 20),
         }
     }
 }

@@ -100,7 +100,7 @@ async fn guesses_sent_at_once_are_held_to_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crowd_of_sign_ins_stays_within_the_memory_bound() {
     // What the sign-ins hold is measured, not what the allocator may keep of freed memory for
-    // reuse (up to `server.reuse_memory_below` resident, 192 MiB by default).
+    // reuse (up to `server.reuse_memory_below` resident, 288 MiB by default).
     let demo = Demo::start(&[("STOWAGE_SERVER__REUSE_MEMORY_BELOW", "0")]).await;
     let pid = demo.proc.pid();
     let base = demo.api.base.clone();

@@ -23,7 +23,7 @@ async fn an_exploding_query_keeps_the_real_server_within_its_pool() {
     let dir = tempfile::tempdir().unwrap();
     let env = [
         // What the query holds is measured, not what the allocator may keep of freed memory
-        // for reuse (up to `server.reuse_memory_below` resident, 192 MiB by default).
+        // for reuse (up to `server.reuse_memory_below` resident, 288 MiB by default).
         ("STOWAGE_SERVER__REUSE_MEMORY_BELOW", "0"),
         ("STOWAGE_SQL__MEMORY_LIMIT", "32MiB"),
         ("STOWAGE_SQL__TIMEOUT", "60s"),
