@@ -15,8 +15,8 @@
 //!
 //! The price is the allocation: a block on a page of its own costs ~0.6 µs to make and free
 //! against ~0.04 µs on a shared page. Work that makes and drops such blocks at a high rate
-//! without holding them — a download's decode and encode, SQL's execution, an import's decode
-//! — opts out and gets mimalloc's own placement.
+//! without holding them — a download's decode and encode, SQL's execution, an import's decode,
+//! a compaction's merge — opts out and gets mimalloc's own placement.
 //!
 //! A block that grows (a `Vec` doubling) inside its own page's room is grown in place.
 
@@ -129,13 +129,15 @@ unsafe impl GlobalAlloc for Placed {
         let asked = placed(new_size);
         // SAFETY: `ptr` came from mimalloc and is live. A placed block (one of the placed
         // sizes with a page's room behind it) that is to stay placed keeps its place while its
-        // page holds `new_size`; any other block goes to mimalloc, which moves or shrinks it
-        // (so a large block shrinking into the placed sizes does not keep its old size).
+        // page holds `new_size`; any other block goes to mimalloc, which moves it, or keeps it
+        // where it is when the new size is at least half its room (so a block of up to ~1 MiB
+        // shrinking into the placed sizes may keep its room; a larger one moves).
         unsafe {
-            let was_placed = (ALONE_FROM..=SHARED_UP_TO).contains(&layout.size())
-                && mi::mi_usable_size(ptr.cast()) > SHARED_UP_TO;
-            if asked != new_size && was_placed && mi::mi_usable_size(ptr.cast()) >= new_size {
-                return ptr;
+            if asked != new_size && (ALONE_FROM..=SHARED_UP_TO).contains(&layout.size()) {
+                let room = mi::mi_usable_size(ptr.cast());
+                if room > SHARED_UP_TO && room >= new_size {
+                    return ptr;
+                }
             }
             mi::mi_realloc_aligned(ptr.cast(), asked, layout.align()).cast()
         }

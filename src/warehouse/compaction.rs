@@ -201,8 +201,10 @@ impl Compactor {
             );
         }
         let parquet = self.parquet.clone();
-        let (data, schema, rows, min_ts, max_ts) =
-            tokio::task::spawn_blocking(move || merge_bytes(&inputs, &parquet)).await??;
+        let (data, schema, rows, min_ts, max_ts) = tokio::task::spawn_blocking(move || {
+            crate::allocator::placement::unplaced(|| merge_bytes(&inputs, &parquet))
+        })
+        .await??;
         let date = run[0].partition.trim_start_matches("date=");
         let date = chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d")?;
         let file_id = super::layout::new_file_id();

@@ -22,6 +22,7 @@ use parquet::file::metadata::ParquetMetaData;
 use tokio::sync::mpsc;
 
 use super::object_reader::StoreFileReader;
+use crate::allocator::placement::Unplaced;
 
 /// Decoded batches a group may hold before the zipper takes them.
 pub const GROUP_DEPTH: usize = 2;
@@ -122,7 +123,8 @@ pub fn spawn(streams: Vec<ParquetRecordBatchStream<StoreFileReader>>) -> FileStr
         .into_iter()
         .map(|mut stream| {
             let (tx, rx) = mpsc::channel(GROUP_DEPTH);
-            tokio::spawn(async move {
+            // Decoding makes and drops large blocks at a high rate: mimalloc's own placement.
+            tokio::spawn(Unplaced::new(async move {
                 while let Some(item) = stream.next().await {
                     let failed = item.is_err();
                     // The reader stopped listening (done, failed or the client left).
@@ -130,7 +132,7 @@ pub fn spawn(streams: Vec<ParquetRecordBatchStream<StoreFileReader>>) -> FileStr
                         break;
                     }
                 }
-            });
+            }));
             rx
         })
         .collect();
