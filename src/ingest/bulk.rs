@@ -41,11 +41,16 @@ pub const MIN_TABLE_ROWS: usize = 64;
 /// The table every track call also writes a row to.
 const TRACKS: &str = "tracks";
 
+/// One table's rows of a request, in one batch.
+pub struct TableBatch {
+    pub table: String,
+    pub batch: RecordBatch,
+}
+
 /// One request's rows: a batch per table that had enough of them, and the events with rows in
 /// other tables, whose rows in those tables the actor appends one by one.
 pub struct TableBatches {
-    /// Table name and its rows.
-    pub tables: Vec<(String, RecordBatch)>,
+    pub tables: Vec<TableBatch>,
     /// Events with a row in a table not in `tables`.
     pub rest: Vec<EventRows>,
 }
@@ -53,7 +58,7 @@ pub struct TableBatches {
 impl TableBatches {
     /// Whether `table`'s rows are in a batch.
     pub fn built(&self, table: &str) -> bool {
-        self.tables.iter().any(|(name, _)| name == table)
+        self.tables.iter().any(|t| t.table == table)
     }
 }
 
@@ -75,7 +80,7 @@ enum Rows {
 
 /// A request's built batches, and which events keep rows for the actor.
 pub struct Plan {
-    tables: Vec<(String, RecordBatch)>,
+    tables: Vec<TableBatch>,
     /// Per event: whether it has a row in a table not built.
     pub rest: Vec<bool>,
 }
@@ -164,22 +169,26 @@ pub fn build<'a>(events: &[&'a EventRows]) -> Option<Plan> {
 
 /// The batch of each table, `tracks` first taken so the tables beside it can gather from it;
 /// `None` if one cannot be gathered.
-fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<(String, RecordBatch)>> {
-    let mut built: Vec<(String, RecordBatch)> = Vec::with_capacity(tables.len());
+fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<TableBatch>> {
+    let mut built: Vec<TableBatch> = Vec::with_capacity(tables.len());
     let mut beside = Vec::new();
-    for (name, rows) in tables {
+    for (table, rows) in tables {
         match rows {
-            Rows::Whole(mut buffer) => built.push((name, buffer.take_batch())),
-            Rows::BesideTracks { rest, picks, fixed } => beside.push((name, rest, picks, fixed)),
+            Rows::Whole(mut buffer) => built.push(TableBatch {
+                table,
+                batch: buffer.take_batch(),
+            }),
+            Rows::BesideTracks { rest, picks, fixed } => beside.push((table, rest, picks, fixed)),
         }
     }
     if beside.is_empty() {
         return Some(built);
     }
-    let tracks = &built.iter().find(|(name, _)| name == TRACKS)?.1;
+    let tracks = &built.iter().find(|t| t.table == TRACKS)?.batch;
     let mut gathered = Vec::with_capacity(beside.len());
-    for (name, rest, picks, fixed) in beside {
-        gathered.push((name, beside_tracks(tracks, rest, picks, &fixed).ok()?));
+    for (table, rest, picks, fixed) in beside {
+        let batch = beside_tracks(tracks, rest, picks, &fixed).ok()?;
+        gathered.push(TableBatch { table, batch });
     }
     built.extend(gathered);
     Some(built)
@@ -187,7 +196,7 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<(String, RecordBatch)>> {
 
 impl Plan {
     /// The plan of `events` events whose every row is in `tables`.
-    pub(super) fn whole(tables: Vec<(String, RecordBatch)>, events: usize) -> Plan {
+    pub(super) fn whole(tables: Vec<TableBatch>, events: usize) -> Plan {
         Plan {
             tables,
             rest: vec![false; events],
@@ -198,12 +207,12 @@ impl Plan {
     pub fn schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
         self.tables
             .iter()
-            .map(|(name, batch)| (name.as_str(), batch.schema_ref().as_ref()))
+            .map(|t| (t.table.as_str(), t.batch.schema_ref().as_ref()))
     }
 
     /// Whether `table`'s rows are in a batch.
     pub fn built(&self, table: &str) -> bool {
-        self.tables.iter().any(|(name, _)| name == table)
+        self.tables.iter().any(|t| t.table == table)
     }
 
     /// The built batches, with the events that keep rows for the actor.
@@ -295,11 +304,11 @@ mod tests {
         let rest_at: Vec<usize> = (0..events.len()).filter(|&i| plan.rest[i]).collect();
         assert_eq!(rest_at, [5], "only the event of the small table");
         let built = plan.finish(vec![events[5].clone()]);
-        let names: Vec<&str> = built.tables.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = built.tables.iter().map(|t| t.table.as_str()).collect();
         assert_eq!(names, ["tracks", "a"]);
         assert!(built.built("tracks") && !built.built("b"));
         let ids = |i: usize| -> Vec<String> {
-            let col = built.tables[i].1.column_by_name("id").unwrap();
+            let col = built.tables[i].batch.column_by_name("id").unwrap();
             col.as_string::<i32>()
                 .iter()
                 .map(|v| v.unwrap().to_string())
@@ -309,7 +318,7 @@ mod tests {
         tracks.insert(5, "id1000".into());
         assert_eq!(ids(0), tracks, "every event's tracks row, in order");
         assert_eq!(ids(1).len(), MIN_TABLE_ROWS);
-        assert!(built.tables[0].1.column_by_name("n").is_none());
+        assert!(built.tables[0].batch.column_by_name("n").is_none());
 
         let few: Vec<EventRows> = (0..3).map(|i| track("c", i)).collect();
         let refs: Vec<&EventRows> = few.iter().collect();
@@ -382,7 +391,12 @@ mod tests {
                 whole.append(ev.event_row()).unwrap();
             }
             let want = whole.take_batch();
-            let got = &built.tables.iter().find(|(n, _)| n == table).unwrap().1;
+            let got = &built
+                .tables
+                .iter()
+                .find(|t| t.table == table)
+                .unwrap()
+                .batch;
             let names = |b: &RecordBatch| -> Vec<String> {
                 let mut v: Vec<String> = b
                     .schema()

@@ -25,7 +25,7 @@ use arrow::record_batch::RecordBatch;
 use chrono::{DateTime, Utc};
 use foldhash::HashMap;
 
-use super::bulk::{beside_tracks, same_name};
+use super::bulk::{TableBatch, beside_tracks, same_name};
 use super::event::Parts;
 use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
@@ -444,10 +444,7 @@ impl DirectBuild {
 
 /// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
 /// some left; `Err` (the batch is then built the usual way) if a row's event is not in `kept`.
-pub fn rows_of(
-    tables: Vec<DirectTable>,
-    kept: &[bool],
-) -> Result<Vec<(String, RecordBatch)>, ArrowError> {
+pub fn rows_of(tables: Vec<DirectTable>, kept: &[bool]) -> Result<Vec<TableBatch>, ArrowError> {
     let mut out = Vec::with_capacity(tables.len());
     for t in tables {
         if t.events.iter().any(|&e| e as usize >= kept.len()) {
@@ -458,13 +455,19 @@ pub fn rows_of(
             )));
         }
         if t.events.iter().all(|&e| kept[e as usize]) {
-            out.push((t.name, t.batch));
+            out.push(TableBatch {
+                table: t.name,
+                batch: t.batch,
+            });
             continue;
         }
         let mask: BooleanArray = t.events.iter().map(|&e| Some(kept[e as usize])).collect();
         let batch = filter_record_batch(&t.batch, &mask)?;
         if batch.num_rows() > 0 {
-            out.push((t.name, batch));
+            out.push(TableBatch {
+                table: t.name,
+                batch,
+            });
         }
     }
     Ok(out)

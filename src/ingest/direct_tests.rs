@@ -221,7 +221,7 @@ fn the_rows_of_messages_not_logged_are_taken_out() {
     let tables = direct(&msgs, Shared::default()).unwrap();
     let kept = rows_of(tables, &[true, false, false, true]).unwrap();
     let ids = |name: &str| -> Vec<String> {
-        let (_, batch) = kept.iter().find(|(n, _)| n == name).unwrap();
+        let batch = &kept.iter().find(|t| t.table == name).unwrap().batch;
         let id = batch.column_by_name("id").unwrap();
         let id = id
             .as_any()
@@ -231,7 +231,7 @@ fn the_rows_of_messages_not_logged_are_taken_out() {
     };
     assert_eq!(ids("tracks"), ["m0", "m3"]);
     assert_eq!(ids("a"), ["m0", "m3"]);
-    assert!(!kept.iter().any(|(n, _)| n == "b"), "b kept no row");
+    assert!(!kept.iter().any(|t| t.table == "b"), "b kept no row");
     let tables = direct(&msgs, Shared::default()).unwrap();
     assert!(rows_of(tables, &[true, true]).is_err());
 }

@@ -7,13 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use object_store::ObjectStore;
 use tracing::{info, warn};
 
 use super::admission::EncodingGauge;
-use super::flush_encode::{EncodeTarget, encode_tables};
+use super::flush_encode::{EncodeTarget, TableRows, encode_tables};
 use crate::catalog::{Catalog, CatalogError, NewDataFile};
 use crate::config::ParquetConfig;
 use crate::model::TeamId;
@@ -43,7 +42,7 @@ pub struct FlushJob {
     pub team: TeamId,
     /// Batches per table, rows in ingestion order (more than one when fresh reads froze the
     /// buffer between appends; their schemas may differ, older ones narrower).
-    pub tables: Vec<(String, Vec<RecordBatch>)>,
+    pub tables: Vec<TableRows>,
     /// Highest WAL sequence number in these buffers: committed with the files.
     pub watermark: u64,
     /// Where the encoder's bytes are reported while it runs (counted against the budgets).

@@ -40,6 +40,14 @@ pub struct EncodeTarget<'a> {
     pub team: &'a TeamId,
 }
 
+/// A table's buffered rows taken for a flush: in ingestion order, in batches whose schemas may
+/// differ (older ones narrower).
+#[derive(Clone)]
+pub struct TableRows {
+    pub table: String,
+    pub batches: Vec<RecordBatch>,
+}
+
 /// A table of the flush, numbered by its place in the job (files come back in that order).
 struct JobTable {
     at: usize,
@@ -98,7 +106,7 @@ impl Drop for Encoding {
 /// instead — only at shutdown — the threads run on and may still report to `gauge`).
 pub async fn encode_tables(
     target: EncodeTarget<'_>,
-    tables: Vec<(String, Vec<RecordBatch>)>,
+    tables: Vec<TableRows>,
     gauge: &EncodingGauge,
 ) -> Result<Vec<EncodedFile>, String> {
     // Teams flushing together keep a thread each, as before, and take no more than the cores
@@ -140,14 +148,19 @@ pub async fn encode_tables(
 
 /// `tables` in at most `lanes` groups of about equal bytes: largest first, each to the group
 /// holding the fewest so far.
-fn share_out(tables: Vec<(String, Vec<RecordBatch>)>, lanes: usize) -> Vec<Vec<JobTable>> {
+fn share_out(tables: Vec<TableRows>, lanes: usize) -> Vec<Vec<JobTable>> {
     let lanes = lanes.clamp(1, tables.len().max(1));
     let mut tables: Vec<(usize, JobTable)> = tables
         .into_iter()
         .enumerate()
-        .map(|(at, (name, batches))| {
+        .map(|(at, TableRows { table, batches })| {
             let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-            (bytes, JobTable { at, name, batches })
+            let job = JobTable {
+                at,
+                name: table,
+                batches,
+            };
+            (bytes, job)
         })
         .collect();
     tables.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
@@ -326,12 +339,15 @@ mod tests {
     }
 
     /// A table of `rows` rows whose `n` counts from `from`.
-    fn table(name: &str, from: i64, rows: i64) -> (String, Vec<RecordBatch>) {
+    fn table(name: &str, from: i64, rows: i64) -> TableRows {
         let n: arrow::array::ArrayRef = Arc::new(arrow::array::Int64Array::from_iter_values(
             from..from + rows,
         ));
         let batch = RecordBatch::try_from_iter([("n", n)]).unwrap();
-        (name.to_string(), vec![batch])
+        TableRows {
+            table: name.to_string(),
+            batches: vec![batch],
+        }
     }
 
     /// Tables shared out over several threads come back as files in the order of the job,

@@ -13,12 +13,13 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
 use super::buffered::BufferedTable;
-use super::bulk::TableBatches;
+use super::bulk::{TableBatch, TableBatches};
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
 use super::ctx::TeamCtx;
 use super::event::EventRows;
 use super::flush::{self, FlushJob};
+use super::flush_encode::TableRows;
 use super::replay;
 use super::tuning::Effective;
 use crate::model::TeamId;
@@ -339,7 +340,7 @@ impl TeamState {
                 for ev in &built.rest {
                     self.append_rows(ev, |table| !built.built(table));
                 }
-                for (table, batch) in &built.tables {
+                for TableBatch { table, batch } in &built.tables {
                     match self.tables.get_mut(table) {
                         Some(b) => b.push(batch.clone()),
                         None => self
@@ -509,7 +510,10 @@ impl TeamState {
         let tables: Vec<_> = self
             .tables
             .drain()
-            .map(|(name, mut buf)| (name, buf.take()))
+            .map(|(table, mut buf)| TableRows {
+                table,
+                batches: buf.take(),
+            })
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
         self.inflight_bytes = bytes;
@@ -519,7 +523,10 @@ impl TeamState {
         self.report_memory();
         let watermark = self.buffer_last_seq;
         self.inflight = Some(InFlight {
-            tables: tables.iter().cloned().collect(),
+            tables: tables
+                .iter()
+                .map(|t| (t.table.clone(), t.batches.clone()))
+                .collect(),
             watermark,
         });
         self.inflight_first_seq = self.buffer_first_seq.take();

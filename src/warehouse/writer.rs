@@ -8,7 +8,10 @@
 use std::hash::BuildHasher;
 
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Float64Type, Int64Type, TimestampMicrosecondType};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Float64Type, Int64Type, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+};
 use arrow::record_batch::RecordBatch;
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
@@ -113,17 +116,21 @@ fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
     let (mut next, mut start) = (0usize, 0usize);
     for col in chunks {
         let key: Box<dyn Fn(usize) -> u64 + '_> = match col.data_type() {
-            DataType::Int64 => {
-                let a = col.as_primitive::<Int64Type>();
-                Box::new(move |i| a.value(i) as u64)
-            }
+            DataType::Int64 => int_key::<Int64Type>(*col),
             DataType::Float64 => {
                 let a = col.as_primitive::<Float64Type>();
                 Box::new(move |i| a.value(i).to_bits())
             }
-            DataType::Timestamp(_, _) => {
-                let a = col.as_primitive::<TimestampMicrosecondType>();
-                Box::new(move |i| a.value(i) as u64)
+            // A table's timestamps are µs; a file of another unit is sampled all the same.
+            DataType::Timestamp(TimeUnit::Second, _) => int_key::<TimestampSecondType>(*col),
+            DataType::Timestamp(TimeUnit::Millisecond, _) => {
+                int_key::<TimestampMillisecondType>(*col)
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, _) => {
+                int_key::<TimestampMicrosecondType>(*col)
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+                int_key::<TimestampNanosecondType>(*col)
             }
             DataType::Utf8 => {
                 let a = col.as_string::<i32>();
@@ -142,6 +149,12 @@ fn repeats_across(chunks: &[&dyn Array]) -> Option<bool> {
         start += col.len();
     }
     Some(seen.len() * 10 <= sampled * 9)
+}
+
+/// The sample key of row `i` of `col`, a column of 64-bit integers of type `T`.
+fn int_key<T: ArrowPrimitiveType<Native = i64>>(col: &dyn Array) -> Box<dyn Fn(usize) -> u64 + '_> {
+    let a = col.as_primitive::<T>();
+    Box::new(move |i| a.value(i) as u64)
 }
 
 /// Encodes `batch` as a complete Parquet file. CPU-bound: call it off the async loop.
@@ -197,6 +210,30 @@ mod tests {
 
     fn batch(cols: Vec<(&str, ArrayRef)>) -> RecordBatch {
         RecordBatch::try_from_iter(cols).unwrap()
+    }
+
+    /// Timestamps of every unit are sampled (a column of another unit than µs once made the
+    /// sample's cast panic), and a file of them is written.
+    #[test]
+    fn timestamps_of_any_unit_are_sampled() {
+        use arrow::array::{
+            TimestampMillisecondArray, TimestampNanosecondArray, TimestampSecondArray,
+        };
+        let n = 10_000i64;
+        let unique: Vec<ArrayRef> = vec![
+            Arc::new(TimestampSecondArray::from_iter_values(0..n)),
+            Arc::new(TimestampMillisecondArray::from_iter_values(0..n)),
+            Arc::new(TimestampNanosecondArray::from_iter_values(0..n).with_timezone("UTC")),
+        ];
+        for a in unique {
+            assert_eq!(repeats(a.as_ref()), Some(false), "{}", a.data_type());
+            let file = encode(&batch(vec![("t", a.clone())]), &ParquetConfig::default()).unwrap();
+            assert_eq!(read_back(file).num_rows() as i64, n);
+        }
+        let same: ArrayRef = Arc::new(TimestampNanosecondArray::from_iter_values(
+            (0..n).map(|_| 7),
+        ));
+        assert_eq!(repeats(same.as_ref()), Some(true));
     }
 
     #[test]
