@@ -179,7 +179,11 @@ fn write_padded_at(f: &File, buf: &[u8], at: u64, end: u64) -> std::io::Result<(
     let stop = at + buf.len() as u64;
     let pad = stop.next_multiple_of(BLOCK).min(end).saturating_sub(stop) as usize;
     #[cfg(target_os = "linux")]
-    if pad > 0 && !buf.is_empty() {
+    // An offset the C type cannot hold (32-bit targets past 2 GiB) takes the plain write.
+    if let Ok(offset) = libc::off_t::try_from(at)
+        && pad > 0
+        && !buf.is_empty()
+    {
         use std::os::fd::AsRawFd;
         let iov = [
             libc::iovec {
@@ -193,7 +197,7 @@ fn write_padded_at(f: &File, buf: &[u8], at: u64, end: u64) -> std::io::Result<(
         ];
         // SAFETY: both vectors point at memory readable for their lengths (`buf`, borrowed for
         // the call, and a static), which pwritev only reads; the descriptor is `f`'s, open.
-        let n = unsafe { libc::pwritev(f.as_raw_fd(), iov.as_ptr(), 2, at as libc::off_t) };
+        let n = unsafe { libc::pwritev(f.as_raw_fd(), iov.as_ptr(), 2, offset) };
         if n >= 0 {
             let n = (n as usize).min(buf.len());
             return f.write_all_at(&buf[n..], at + n as u64);
