@@ -51,8 +51,7 @@ pub struct TableRows {
 /// A table of the flush, numbered by its place in the job (files come back in that order).
 struct JobTable {
     at: usize,
-    name: String,
-    batches: Vec<RecordBatch>,
+    rows: TableRows,
 }
 
 /// The bytes each thread's encoder holds, reported to the flush's gauge as their sum.
@@ -153,14 +152,13 @@ fn share_out(tables: Vec<TableRows>, lanes: usize) -> Vec<Vec<JobTable>> {
     let mut tables: Vec<(usize, JobTable)> = tables
         .into_iter()
         .enumerate()
-        .map(|(at, TableRows { table, batches })| {
-            let bytes = batches.iter().map(RecordBatch::get_array_memory_size).sum();
-            let job = JobTable {
-                at,
-                name: table,
-                batches,
-            };
-            (bytes, job)
+        .map(|(at, rows)| {
+            let bytes = rows
+                .batches
+                .iter()
+                .map(RecordBatch::get_array_memory_size)
+                .sum();
+            (bytes, JobTable { at, rows })
         })
         .collect();
     tables.sort_by_key(|(bytes, _)| std::cmp::Reverse(*bytes));
@@ -190,7 +188,14 @@ fn encode_group(
     held: &mut dyn FnMut(u64),
 ) -> Result<Vec<(usize, EncodedFile)>, String> {
     let mut out: Vec<(usize, EncodedFile)> = Vec::new();
-    for JobTable { at, name, batches } in tables {
+    for JobTable {
+        at,
+        rows: TableRows {
+            table: name,
+            batches,
+        },
+    } in tables
+    {
         let aligned = align_widened(batches)
             .map_err(|e| format!("aligning the buffered batches of {name} failed: {e}"))?;
         let mut days: Vec<(i64, Vec<RecordBatch>)> = Vec::new();
@@ -397,7 +402,7 @@ mod tests {
         );
         let names: Vec<Vec<&str>> = groups
             .iter()
-            .map(|g| g.iter().map(|t| t.name.as_str()).collect())
+            .map(|g| g.iter().map(|t| t.rows.table.as_str()).collect())
             .collect();
         assert_eq!(names, [vec!["b", "a"], vec!["c"]]);
         assert_eq!(
