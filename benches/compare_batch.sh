@@ -39,6 +39,14 @@
 #                      mix's bodies whatever LOADGEN is (needs wrk), closed loop. It shows how
 #                      much of DuckDB's rate HTTP, a parse and a durable write alone leave.
 #                      0 skips it; with RATE it is skipped (its closed-loop CPU would not compare)
+#   STORED=0           1: also, per mix, the stored floor: the floor, whose NDJSON batches are
+#                      also decoded into Arrow columns (arrow-json, one schema inferred from the
+#                      first batch) and written as Parquet, one table, ZSTD(3), a file every
+#                      100,000 rows (`bare_axum --wal --store`, built here with its feature
+#                      `store`, ~6 minutes once). It shows what keeping the events at all, and
+#                      nothing of SPEC §4 (ids, dedup, names, two tables, a catalog), leaves.
+#                      Its "stored" column counts the rows it wrote (a file's worth may still
+#                      have been waiting when it stopped)
 #   GZIP=0             1: send the batches gzipped (costs the load generator CPU)
 #   RATE=              requests/s on a fixed schedule (open loop) instead of as fast as answered:
 #                      for an A/B of two builds (SERVER_BIN) at the same load, where CPU µs/ev
@@ -75,6 +83,8 @@ PYTHON=${PYTHON:-target/py/bin/python}
 STOWAGE_BIN=${STOWAGE_BIN:-target/release/stowage}
 FLOOR=${FLOOR:-1}
 BASELINE_BIN=${BASELINE_BIN:-benches/bare_axum/target/release/bare_axum}
+STORED=${STORED:-0}
+STORED_BIN=benches/bare_axum/target/store/release/bare_axum
 SERVER_BIN=${SERVER_BIN:-$STOWAGE_BIN}
 
 if [ -n "$NDJSON" ]; then
@@ -88,13 +98,21 @@ if [ "$FLOOR" = 1 ] && ! command -v wrk >/dev/null; then
     echo "compare_batch: no wrk, so no floor (FLOOR=0)" >&2
     FLOOR=0
 fi
-[ -z "${RATE:-}" ] || FLOOR=0
+if [ "$STORED" = 1 ] && ! command -v wrk >/dev/null; then
+    echo "compare_batch: no wrk, so no stored floor (STORED=0)" >&2
+    STORED=0
+fi
+[ -z "${RATE:-}" ] || { FLOOR=0; STORED=0; }
 if [ "$FLOOR" = 1 ] && [ "$(stat -f -c %T "${TMPDIR:-/tmp}")" = tmpfs ]; then
     echo "compare_batch: ${TMPDIR:-/tmp} is tmpfs, where an fdatasync costs nothing: the floor's log" \
         "would not be durable (set TMPDIR to a directory on a disk, or FLOOR=0)" >&2
 fi
 if [ "$FLOOR" = 1 ] && [ "$BASELINE_BIN" = benches/bare_axum/target/release/bare_axum ]; then
     cargo build --release --quiet --manifest-path benches/bare_axum/Cargo.toml
+fi
+if [ "$STORED" = 1 ]; then
+    cargo build --release --quiet --features store --target-dir benches/bare_axum/target/store \
+        --manifest-path benches/bare_axum/Cargo.toml
 fi
 [ -x "$STOWAGE_BIN" ] || { echo "compare_batch: $STOWAGE_BIN not found; run cargo build --release" >&2; exit 1; }
 "$PYTHON" -c 'import duckdb' 2>/dev/null || {
@@ -132,6 +150,35 @@ print(json.dumps({"events_per_s": w["events_per_s"], "events": round(w["ok"] * w
                   "status": {"non_2xx": w["non_2xx"], "socket_errors": w["socket_errors"]},
                   "connections": int(sys.argv[2]), "gzip": False, "duration_s": w["duration_s"]}))
 EOF
+}
+
+# run_floor MIX KIND BIN [ARGS…]: the bare handler BIN --wal (a log under $TMP) [ARGS…] under the
+# mix's wrk load; results in $TMP/MIX.KIND.json, $TMP/MIX.KIND.cpu (its CPU seconds) and
+# $TMP/MIX.KIND.hwm (its peak RSS, KiB).
+run_floor() {
+    local mix=$1 kind=$2 bin=$3
+    shift 3
+    local log="$TMP/$kind-$mix.log"
+    "$bin" --listen 127.0.0.1:0 --wal "$TMP/floor-wal" "$@" >"$log" 2>&1 &
+    BASE_PID=$!
+    for _ in $(seq 600); do
+        grep -q '^listening on ' "$log" 2>/dev/null && break
+        kill -0 "$BASE_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
+        sleep 0.1
+    done
+    local floor_url
+    floor_url="http://$(sed -n 's/^listening on //p' "$log")"
+    [ "$floor_url" != "http://" ] || { echo "compare_batch: the $kind never listened:" >&2; cat "$log" >&2; exit 1; }
+    local floor_before
+    floor_before=$(awk '{print $14 + $15}' "/proc/$BASE_PID/stat")
+    run_wrk "$floor_url" unused "$TMP/$mix.$kind.json"
+    echo "$(( $(awk '{print $14 + $15}' "/proc/$BASE_PID/stat") - floor_before )) $(getconf CLK_TCK)" |
+        awk '{print $1 / $2}' >"$TMP/$mix.$kind.cpu"
+    awk '/^VmHWM:/ {print $2}' "/proc/$BASE_PID/status" >"$TMP/$mix.$kind.hwm"
+    kill "$BASE_PID" 2>/dev/null || true
+    wait "$BASE_PID" 2>/dev/null || true
+    BASE_PID=
+    rm -rf "$TMP/floor-wal"
 }
 
 # run_mix MIX [FILE]: DuckDB on MIX's NDJSON (generated, or FILE repeated to EVENTS lines), then
@@ -183,26 +230,19 @@ EOF
     per_request=$(python3 -c "import os; n=$EVENTS; b=os.path.getsize('$TMP/events.ndjson'); print(max(1, min($BATCH, int(480 * 1024 / (b / n)))))")
     if [ "$FLOOR" = 1 ]; then
         echo "== $mix: the floor: bare axum, serde_json a line, an fdatasync'd log (--wal)" >&2
-        local log="$TMP/floor-$mix.log"
-        "$BASELINE_BIN" --listen 127.0.0.1:0 --wal "$TMP/floor-wal" >"$log" 2>&1 &
-        BASE_PID=$!
-        for _ in $(seq 600); do
-            grep -q '^listening on ' "$log" 2>/dev/null && break
-            kill -0 "$BASE_PID" 2>/dev/null || { cat "$log" >&2; exit 1; }
-            sleep 0.1
-        done
-        local floor_url
-        floor_url="http://$(sed -n 's/^listening on //p' "$log")"
-        [ "$floor_url" != "http://" ] || { echo "compare_batch: the floor never listened:" >&2; cat "$log" >&2; exit 1; }
-        local floor_before
-        floor_before=$(awk '{print $14 + $15}' "/proc/$BASE_PID/stat")
-        run_wrk "$floor_url" unused "$TMP/$mix.floor.json"
-        echo "$(( $(awk '{print $14 + $15}' "/proc/$BASE_PID/stat") - floor_before )) $(getconf CLK_TCK)" |
-            awk '{print $1 / $2}' >"$TMP/$mix.floor.cpu"
-        kill "$BASE_PID" 2>/dev/null || true
-        wait "$BASE_PID" 2>/dev/null || true
-        BASE_PID=
-        rm -rf "$TMP/floor-wal"
+        run_floor "$mix" floor "$BASELINE_BIN"
+    fi
+    if [ "$STORED" = 1 ]; then
+        echo "== $mix: the stored floor: the floor, and the rows as Parquet (--wal --store)" >&2
+        run_floor "$mix" stored "$STORED_BIN" --store "$TMP/floor-store"
+        # What it wrote: every acknowledged row but the last file's worth still waiting.
+        "$PYTHON" - "$TMP/floor-store" >"$TMP/$mix.stored.rows" <<'EOF'
+import glob, sys
+import duckdb
+files = glob.glob(sys.argv[1] + "/*.parquet")
+print(duckdb.connect().execute(f"SELECT count(*) FROM read_parquet({files!r})").fetchone()[0] if files else 0)
+EOF
+        rm -rf "$TMP/floor-store"
     fi
     echo "== $mix: stowage serve --demo (durable acks, default config)" >&2
     local data="$TMP/data-$mix"
@@ -277,8 +317,13 @@ floor_of = lambda mix: os.path.exists(os.path.join(tmp, f"{mix}.floor.json"))
 floors = any(floor_of(mix) for mix in mixes)
 if floors:
     fmt += " {:>11} {:>6} {:>12}"
+stored_of = lambda mix: os.path.exists(os.path.join(tmp, f"{mix}.stored.json"))
+storeds = any(stored_of(mix) for mix in mixes)
+if storeds:
+    fmt += " {:>12} {:>6} {:>12} {:>8} {:>10}"
 print(fmt.format("mix", "NDJSON MiB", "ev/req", "DuckDB ev/s", "stowage ev/s", "ratio", "p50/p99 ms",
-                 "CPU µs/ev", "CPU %", "waits", "RSS MiB", *(("floor ev/s", "ratio", "CPU µs/ev") if floors else ())))
+                 "CPU µs/ev", "CPU %", "waits", "RSS MiB", *(("floor ev/s", "ratio", "CPU µs/ev") if floors else ()),
+                 *(("stored ev/s", "ratio", "CPU µs/ev", "RSS MiB", "stored") if storeds else ())))
 for mix in mixes:
     d = json.load(open(os.path.join(tmp, f"{mix}.duckdb.json")))
     s = json.load(open(os.path.join(tmp, f"{mix}.stowage.json")))
@@ -299,10 +344,21 @@ for mix in mixes:
             fcpu = float(open(os.path.join(tmp, f"{mix}.floor.cpu")).read())
             floor = (f"{f['events_per_s']:,.0f}", f"{f['events_per_s'] / d['events_per_s']:.2f}",
                      f"{fcpu / max(f['events'], 1) * 1e6:.1f}")
+    stored = ()
+    if storeds:
+        stored = ("-",) * 5
+        if stored_of(mix):
+            f = json.load(open(os.path.join(tmp, f"{mix}.stored.json")))
+            scpu = float(open(os.path.join(tmp, f"{mix}.stored.cpu")).read())
+            shwm = int(open(os.path.join(tmp, f"{mix}.stored.hwm")).read())
+            rows = int(open(os.path.join(tmp, f"{mix}.stored.rows")).read())
+            stored = (f"{f['events_per_s']:,.0f}", f"{f['events_per_s'] / d['events_per_s']:.2f}",
+                      f"{scpu / max(f['events'], 1) * 1e6:.1f}", f"{shwm / 1024:.0f}",
+                      f"{rows / max(f['events'], 1) * 100:.0f}%")
     print(fmt.format(mix, d["ndjson_mib"], s["batch_size"], f"{d['events_per_s']:,.0f}", f"{s['events_per_s']:,.0f}",
                      f"{s['events_per_s'] / d['events_per_s']:.2f}", f"{lat['p50']:.1f}/{lat['p99']:.1f}",
                      f"{cpu / max(s['events'], 1) * 1e6:.1f}", f"{busy:.0f}", waited, f"{hwm / 1024:.0f}",
-                     *floor)
+                     *floor, *stored)
           + (f"  ({bad} requests not 2xx: {s['status']})" if bad else ""))
 print(f"DuckDB {d['duckdb']} ({d['threads']} threads); load generator {loadgen}"
       f"{' (wrk for ' + os.path.basename(own) + ')' if own else ''}, {s['connections']} connections"
@@ -311,4 +367,8 @@ if floors:
     print("floor: benches/bare_axum --wal under the same wrk load — HTTP, serde_json a line and an "
           "fdatasync'd log write of each body, nothing stored; its ratio to DuckDB is what those "
           "alone leave")
+if storeds:
+    print("stored floor: benches/bare_axum --wal --store — the floor, and each batch decoded by arrow-json "
+          "(one schema) and written as Parquet (one table, ZSTD 3, a file every 100,000 rows); "
+          "'stored' = rows written / events acknowledged")
 EOF

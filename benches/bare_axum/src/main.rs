@@ -14,12 +14,20 @@
 //! syncing while the first one's sync runs) and `--wal-lead DIR` (no writer thread: the request
 //! that finds no write under way writes and syncs the queue itself, PostgreSQL's `XLogFlush`).
 //!
+//! With `--store DIR` as well (built with `--features store`), it is the stored floor: NDJSON
+//! batches are also decoded into Arrow columns and written to `DIR` as Parquet ([`store`]).
+//!
 //! ```sh
 //! cargo build --release --manifest-path benches/bare_axum/Cargo.toml
 //! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0   # prints "listening on ADDR"
 //! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/bare-wal
+//! cargo build --release --features store --target-dir benches/bare_axum/target/store \
+//!     --manifest-path benches/bare_axum/Cargo.toml
+//! benches/bare_axum/target/store/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/w --store /tmp/s
 //! ```
 
+#[cfg(feature = "store")]
+mod store;
 mod wal;
 
 use axum::Router;
@@ -60,11 +68,42 @@ async fn event(body: Bytes) -> Response {
     durable(ok, body).await
 }
 
+/// The table `--store` keeps.
+#[cfg(feature = "store")]
+static STORE: std::sync::OnceLock<std::sync::Arc<store::Store>> = std::sync::OnceLock::new();
+
+/// `--store`: an NDJSON batch decoded, logged, answered, and its rows queued for the file.
+#[cfg(feature = "store")]
+async fn stored(store: &store::Store, ndjson: bool, body: Bytes) -> Response {
+    let rows = if ndjson {
+        store.decode(&body)
+    } else {
+        Err("--store takes NDJSON batches".into())
+    };
+    match rows {
+        Ok(rows) => {
+            let answer = durable(true, body).await;
+            if answer.status().is_success() {
+                store.keep(rows).await;
+            }
+            answer
+        }
+        Err(e) => {
+            eprintln!("bare_axum: a batch not stored: {e}");
+            answer(false)
+        }
+    }
+}
+
 async fn batch(headers: HeaderMap, body: Bytes) -> Response {
     let ndjson = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| t.starts_with("application/x-ndjson"));
+    #[cfg(feature = "store")]
+    if let Some(store) = STORE.get() {
+        return stored(store, ndjson, body).await;
+    }
     let ok = if ndjson {
         body.split(|b| *b == b'\n')
             .filter(|line| !line.is_empty())
@@ -98,9 +137,20 @@ async fn main() {
                     std::process::exit(1);
                 }
             },
+            #[cfg(feature = "store")]
+            ("--store", Some(dir)) => match store::Store::open(std::path::Path::new(&dir)) {
+                Ok(store) => {
+                    let _ = STORE.set(store);
+                }
+                Err(e) => {
+                    eprintln!("bare_axum: cannot store in {dir}: {e}");
+                    std::process::exit(1);
+                }
+            },
             _ => {
                 eprintln!(
-                    "usage: bare_axum [--listen ADDR] [--wal DIR | --wal2 DIR | --wal-lead DIR]"
+                    "usage: bare_axum [--listen ADDR] [--wal DIR | --wal2 DIR | --wal-lead DIR] \
+                     [--store DIR (feature store)]"
                 );
                 std::process::exit(2);
             }
