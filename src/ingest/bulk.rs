@@ -186,8 +186,15 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<TableBatch>> {
     }
     let tracks = &built.iter().find(|t| t.table == TRACKS)?.batch;
     let mut gathered = Vec::with_capacity(beside.len());
-    for (table, rest, picks, fixed) in beside {
-        let batch = beside_tracks(tracks, rest, picks, &fixed).ok()?;
+    for (table, mut rest, picks, fixed) in beside {
+        // No context or property in any of the events (empty or null-only objects): no column
+        // of their own, and a batch of none cannot be made.
+        let own = if rest.column_names().next().is_some() {
+            Some(rest.take_batch())
+        } else {
+            None
+        };
+        let batch = beside_tracks(tracks, own, picks, &fixed).ok()?;
         gathered.push(TableBatch { table, batch });
     }
     built.extend(gathered);
@@ -231,26 +238,29 @@ pub(super) fn same_name(a: &Name, b: &Name) -> bool {
 }
 
 /// An event table's batch: the `fixed` columns taken from `tracks` at `picks`, then the columns
-/// of `rest`; an error if one of those takes a `fixed` name (the call's own names are reserved,
+/// of `own` (none when its events had no context or property); an error if one of those takes
+/// a `fixed` name (the call's own names are reserved,
 /// so none should, and a batch would hold the name twice).
 pub(super) fn beside_tracks(
     tracks: &RecordBatch,
-    mut rest: TableBuffer,
+    own: Option<RecordBatch>,
     picks: Vec<u32>,
     fixed: &[Name],
 ) -> Result<RecordBatch, ArrowError> {
-    if let Some(name) = rest.column_names().find(|n| fixed.iter().any(|f| f == n)) {
-        return Err(ArrowError::SchemaError(format!("{name} is the call's own")));
+    if let Some(own) = &own
+        && let Some(f) = own
+            .schema()
+            .fields()
+            .iter()
+            .find(|f| fixed.iter().any(|n| n == f.name()))
+    {
+        return Err(ArrowError::SchemaError(format!(
+            "{} is the call's own",
+            f.name()
+        )));
     }
     let rows = picks.len();
     let indices = UInt32Array::from(picks);
-    // No context or property in any of the events (empty or null-only objects): no column of
-    // their own, and a batch of none cannot be made.
-    let own = if rest.column_names().next().is_some() {
-        Some(rest.take_batch())
-    } else {
-        None
-    };
     let own_columns = own.as_ref().map_or(0, RecordBatch::num_columns);
     let mut fields: Vec<Arc<Field>> = Vec::with_capacity(fixed.len() + own_columns);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.capacity());

@@ -1,20 +1,22 @@
 //! A request's messages built straight into one Arrow batch per table, without making cells:
 //! the first step of the columnar path (BENCHMARKS.md, fifteenth session). A message's standard
 //! cells are made as before ([`super::segment::message_parts`]); its context and properties go
-//! from the body's text into the tables' builders, their values borrowed from the body. Their
+//! from the body's text into the tables' logs, their values borrowed from the body. Their
 //! members, nested objects' too, come from what the validating walk recorded
 //! ([`Top::object`]), not from another walk over their text. Every column a request writes is
-//! named once and numbered ([`KeyPaths`]); each table keeps the index of its column for a
-//! number, so a value is appended by index ([`TableBuffer::append_indexed`]), where
+//! named once and numbered ([`KeyPaths`]); a table logs each value with its column's number
+//! ([`ColumnLog`]) and makes its columns once, at the end, each of its final type and size
+//! (BENCHMARKS.md, twenty-seventh session), where
 //! [`flatten`](crate::model::flatten::flatten) makes a name and a cell for every value and
-//! [`TableBuffer::append`] finds each cell's column by its name.
+//! [`TableBuffer::append`](crate::warehouse::buffer::TableBuffer::append) finds each cell's
+//! column by its name and widens and null-fills its builders row by row.
 //!
 //! It takes only what needs none of flattening's bookkeeping: an object whose values land on
 //! distinct columns. A message it does not take (a collision, which `_unmapped` resolves, a
 //! name that makes no column, a value the parser refuses, a row over the column limit) ends the
 //! build ([`Unsupported`]); the caller then builds the request the usual way, which also names
 //! the fault. So every row it builds is the row the usual way builds, which its tests check
-//! against [`super::event::finish`] and [`TableBuffer::append`] of the cells.
+//! against [`super::event::finish`] and `TableBuffer::append` of the cells.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -32,7 +34,7 @@ use super::top_fields::Top;
 use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
 use crate::model::members::RawObject;
 use crate::model::value::{Name, Value, ValueRef};
-use crate::warehouse::buffer::{AtColumn, TableBuffer};
+use crate::warehouse::column_log::{ColumnLog, Logged};
 
 /// The table every track call also writes a row to.
 const TRACKS: &str = "tracks";
@@ -52,20 +54,16 @@ pub struct DirectTable {
 }
 
 /// A table being built.
-struct Building {
+struct Building<'a> {
     name: String,
     /// Its rows; for an event table, the rows without the call's own cells.
-    buffer: TableBuffer,
+    log: ColumnLog<'a>,
     events: Vec<u32>,
     /// An event table's rows in `tracks`, whose call's own columns it gathers from there.
     picks: Vec<u32>,
     /// The call's own columns of an event table (numbers of the request's columns), in order
     /// of first appearance.
     fixed: Vec<u32>,
-    /// Per number of a request's column, its index in `buffer` (`u32::MAX` until looked up).
-    indices: Vec<u32>,
-    /// Room of a row's values by index, kept for the next row ([`recycle`]).
-    cells_room: Vec<AtColumn<'static>>,
 }
 
 /// A key path seen in the request: a member of the context or properties, or of an object
@@ -193,44 +191,37 @@ impl KeyPaths {
     }
 }
 
-/// A value of a row: borrowed from the body or a cell, or text the parser unescaped.
-enum Held<'a> {
-    Borrowed(ValueRef<'a>),
-    Owned(String),
-}
-
-impl Held<'_> {
-    fn value(&self) -> ValueRef<'_> {
-        match self {
-            Held::Borrowed(v) => *v,
-            Held::Owned(s) => ValueRef::Str(s),
-        }
+/// A value of a row kept for the next: borrowed from the body as it is, copied when owned.
+fn again<'a>(v: &Logged<'a>) -> Logged<'a> {
+    match v {
+        Logged::Borrowed(v) => Logged::Borrowed(*v),
+        Logged::Owned(v) => Logged::Owned(v.clone()),
     }
 }
 
 /// A value of a row and the number of its column among the request's.
 struct Numbered<'a> {
     number: u32,
-    value: Held<'a>,
+    value: Logged<'a>,
 }
 
 /// A value found in an object, before its column's name is looked up.
 struct Found<'a> {
     path: u32,
-    value: Held<'a>,
+    value: Logged<'a>,
 }
 
 /// The value of one JSON value's text, as [`flatten::typed`] reads it, borrowing its text.
-fn held(text: &str) -> Result<Held<'_>, Unsupported> {
+fn logged_value(text: &str) -> Result<Logged<'_>, Unsupported> {
     let b = text.as_bytes();
     Ok(match b.first() {
         Some(b'"') if b.len() >= 2 && !b.contains(&b'\\') => {
-            Held::Borrowed(ValueRef::Str(&text[1..text.len() - 1]))
+            Logged::Borrowed(ValueRef::Str(&text[1..text.len() - 1]))
         }
-        Some(b'[' | b'{') => Held::Borrowed(ValueRef::Str(text)),
+        Some(b'[' | b'{') => Logged::Borrowed(ValueRef::Str(text)),
         _ => match flatten::typed(text).map_err(|_| Unsupported)? {
-            Value::Str(s) => Held::Owned(s),
-            other => Held::Borrowed(match other {
+            Value::Str(s) => Logged::Owned(Value::Str(s)),
+            other => Logged::Borrowed(match other {
                 Value::Null => ValueRef::Null,
                 Value::Bool(x) => ValueRef::Bool(x),
                 Value::Int(x) => ValueRef::Int(x),
@@ -242,17 +233,20 @@ fn held(text: &str) -> Result<Held<'_>, Unsupported> {
     })
 }
 
-/// A request's tables, built message by message.
+/// A request's tables, built message by message; `'a` is the request's body.
 #[derive(Default)]
-pub struct DirectBuild {
+pub struct DirectBuild<'a> {
     paths: KeyPaths,
-    tables: Vec<Building>,
+    tables: Vec<Building<'a>>,
     /// Per column number, the last message that wrote it (to find two values on one column).
     written: Vec<u32>,
     messages: u32,
     /// Room of a message's scratch vectors, kept for the next ([`recycle`]).
     found_room: Vec<Found<'static>>,
     row_room: Vec<Numbered<'static>>,
+    own_room: Vec<Numbered<'static>>,
+    /// The numbers of a track call's own columns, kept for the next.
+    fixed_room: Vec<u32>,
 }
 
 /// What the answer and the log need of a message built directly.
@@ -266,18 +260,18 @@ pub struct Built {
     pub client_id: bool,
 }
 
-impl DirectBuild {
+impl<'a> DirectBuild<'a> {
     /// Validates one Segment message of a batch ([`message_parts`]) and adds its rows.
     pub fn message(
         &mut self,
-        msg: &Top,
-        shared: Shared,
+        msg: &Top<'a>,
+        shared: Shared<'a>,
         received_at: DateTime<Utc>,
         max_columns: usize,
     ) -> Result<Built, Unsupported> {
-        let (call, parts) =
+        let (call, mut parts) =
             message_parts(msg, None, shared, received_at, None).map_err(|_| Unsupported)?;
-        self.add(msg, &parts, max_columns)?;
+        self.add(msg, &mut parts, max_columns)?;
         Ok(Built {
             call,
             id: parts.id,
@@ -285,12 +279,13 @@ impl DirectBuild {
         })
     }
 
-    /// Adds the rows of one message: `tracks` (track calls) and its own table. `msg` is the
-    /// message `parts` were read from, whose tape has its objects' members.
+    /// Adds the rows of one message: `tracks` (track calls) and its own table, which take its
+    /// standard cells out of `parts`. `msg` is the message `parts` were read from, whose tape
+    /// has its objects' members.
     pub(super) fn add(
         &mut self,
-        msg: &Top,
-        parts: &Parts,
+        msg: &Top<'a>,
+        parts: &mut Parts<'a>,
         max_columns: usize,
     ) -> Result<(), Unsupported> {
         self.messages += 1;
@@ -306,10 +301,11 @@ impl DirectBuild {
             self.walk(msg, props, root, 1, &mut found)?;
         }
         let mut row: Vec<Numbered> = recycle(std::mem::take(&mut self.row_room));
-        for (place, (name, value)) in parts.standard.iter().enumerate() {
+        let standard = parts.standard.len();
+        for (place, (name, value)) in std::mem::take(&mut parts.standard).into_iter().enumerate() {
             row.push(Numbered {
-                number: self.paths.standard(place, name),
-                value: Held::Borrowed(value.as_ref()),
+                number: self.paths.standard(place, &name),
+                value: Logged::Owned(value),
             });
         }
         for f in found.drain(..) {
@@ -329,12 +325,11 @@ impl DirectBuild {
             }
             self.written[n] = stamp;
         }
-        let standard = parts.standard.len();
         let tracks_cells = standard + context_values;
         let non_null = |cells: &[Numbered]| {
             cells
                 .iter()
-                .filter(|c| !matches!(c.value, Held::Borrowed(ValueRef::Null)))
+                .filter(|c| !matches!(c.value.value(), ValueRef::Null))
                 .count()
         };
         if non_null(&row) > max_columns
@@ -342,43 +337,54 @@ impl DirectBuild {
         {
             return Err(Unsupported);
         }
-        let appended = self.append_row(parts, &row, tracks_cells);
+        self.append_row(parts, standard, &mut row, tracks_cells);
         self.row_room = recycle(row);
-        appended
+        Ok(())
     }
 
-    /// Appends a message's `row` (standard cells, then context, then properties) to its
-    /// tables: `tracks` takes the first `tracks_cells`.
+    /// Appends a message's `row` (its `standard` cells, then context, then properties) to its
+    /// tables, emptying it: `tracks` takes the first `tracks_cells`.
     fn append_row(
         &mut self,
         parts: &Parts,
-        row: &[Numbered],
+        standard: usize,
+        row: &mut Vec<Numbered<'a>>,
         tracks_cells: usize,
-    ) -> Result<(), Unsupported> {
+    ) {
         let event = self.messages - 1;
-        let standard = parts.standard.len();
-        let names = &self.paths.names;
         if !parts.tracks {
-            return table(&mut self.tables, &parts.table).append(names, row, event);
+            table(&mut self.tables, &parts.table).append(row.drain(..), event);
+            return;
         }
         // A track call's event table takes the call's own cells from `tracks`, a column at a
-        // time when it is finished (as `bulk` does): only the rest of its row is appended.
+        // time when it is finished (as `bulk` does): only the rest of its row is appended. The
+        // context goes to both.
+        let mut own_row: Vec<Numbered<'a>> = recycle(std::mem::take(&mut self.own_room));
+        own_row.extend(row[standard..tracks_cells].iter().map(|c| Numbered {
+            number: c.number,
+            value: again(&c.value),
+        }));
+        own_row.extend(row.drain(tracks_cells..));
+        let fixed = &mut self.fixed_room;
+        fixed.clear();
+        fixed.extend(row[..standard].iter().map(|c| c.number));
         let tracks = table(&mut self.tables, TRACKS);
-        tracks.append(names, &row[..tracks_cells], event)?;
-        let at = tracks.buffer.rows() as u32 - 1;
+        tracks.append(row.drain(..), event);
+        let at = tracks.log.rows() as u32 - 1;
         let own = table(&mut self.tables, &parts.table);
-        for cell in &row[..standard] {
-            if !own.fixed.contains(&cell.number) {
-                own.fixed.push(cell.number);
+        for n in fixed.iter() {
+            if !own.fixed.contains(n) {
+                own.fixed.push(*n);
             }
         }
         own.picks.push(at);
-        own.append(names, &row[standard..], event)
+        own.append(own_row.drain(..), event);
+        self.own_room = recycle(own_row);
     }
 
     /// The values of `obj` (at key path `at`, `depth` keys deep) in `found`, in the order
     /// [`flatten`](crate::model::flatten::flatten) gives their cells.
-    fn walk<'a>(
+    fn walk(
         &mut self,
         msg: &Top<'a>,
         obj: &RawObject<'a>,
@@ -403,7 +409,7 @@ impl DirectBuild {
             }
             found.push(Found {
                 path,
-                value: held(text)?,
+                value: logged_value(text)?,
             });
         }
         Ok(())
@@ -414,21 +420,22 @@ impl DirectBuild {
         let mut tables = self.tables;
         let names = &self.paths.names;
         let tracks = match tables.iter_mut().find(|t| t.name == TRACKS) {
-            Some(t) => Some(t.buffer.take_batch()),
+            Some(t) => Some(whole(std::mem::take(&mut t.log), names)?),
             None => None,
         };
         let mut out = Vec::with_capacity(tables.len());
-        for mut t in tables {
+        for t in tables {
             let batch = match (&tracks, t.picks.is_empty()) {
                 (Some(tracks), _) if t.name == TRACKS => tracks.clone(),
-                (_, true) => t.buffer.take_batch(),
+                (_, true) => whole(t.log, names)?,
                 (Some(tracks), false) => {
                     let fixed: Vec<Name> = t
                         .fixed
                         .iter()
                         .map(|&n| names[n as usize].clone().into())
                         .collect();
-                    beside_tracks(tracks, t.buffer, t.picks, &fixed).map_err(|_| Unsupported)?
+                    let own = t.log.finish(names).map_err(|_| Unsupported)?;
+                    beside_tracks(tracks, own, t.picks, &fixed).map_err(|_| Unsupported)?
                 }
                 (None, false) => return Err(Unsupported),
             };
@@ -440,6 +447,14 @@ impl DirectBuild {
         }
         Ok(out)
     }
+}
+
+/// The batch of a table's rows, which have standard cells (a batch of rows without columns
+/// cannot be made).
+fn whole(log: ColumnLog, names: &[String]) -> Result<RecordBatch, Unsupported> {
+    log.finish(names)
+        .map_err(|_| Unsupported)?
+        .ok_or(Unsupported)
 }
 
 /// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
@@ -486,18 +501,16 @@ pub fn sizes(tables: &[DirectTable], lengths: &[usize]) -> Vec<u64> {
 }
 
 /// The table `name` among `tables`, made when missing.
-fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
+fn table<'t, 'a>(tables: &'t mut Vec<Building<'a>>, name: &str) -> &'t mut Building<'a> {
     let at = match tables.iter().position(|t| t.name == name) {
         Some(at) => at,
         None => {
             tables.push(Building {
                 name: name.to_string(),
-                buffer: TableBuffer::default(),
+                log: ColumnLog::default(),
                 events: Vec::new(),
                 picks: Vec::new(),
                 fixed: Vec::new(),
-                indices: Vec::new(),
-                cells_room: Vec::new(),
             });
             tables.len() - 1
         }
@@ -505,38 +518,11 @@ fn table<'t>(tables: &'t mut Vec<Building>, name: &str) -> &'t mut Building {
     &mut tables[at]
 }
 
-impl Building {
-    /// Appends a row of values numbered as the request's columns, whose names are `names`.
-    fn append(
-        &mut self,
-        names: &[String],
-        row: &[Numbered],
-        event: u32,
-    ) -> Result<(), Unsupported> {
-        let mut cells: Vec<AtColumn> = recycle(std::mem::take(&mut self.cells_room));
-        for cell in row {
-            let n = cell.number as usize;
-            if self.indices.len() <= n {
-                self.indices.resize(names.len(), u32::MAX);
-            }
-            let value = cell.value.value();
-            let column = match self.indices[n] {
-                u32::MAX => match self.buffer.column_index(&names[n], value) {
-                    Some(idx) => {
-                        self.indices[n] = idx as u32;
-                        idx
-                    }
-                    None => continue, // a null of a column the table does not have
-                },
-                idx => idx as usize,
-            };
-            cells.push(AtColumn { column, value });
-        }
-        let appended = self.buffer.append_indexed(&cells);
-        self.cells_room = recycle(cells);
-        appended.map_err(|_| Unsupported)?;
+impl<'a> Building<'a> {
+    /// Appends a row of values numbered as the request's columns.
+    fn append(&mut self, row: impl Iterator<Item = Numbered<'a>>, event: u32) {
+        self.log.push_row(row.map(|c| (c.number, c.value)));
         self.events.push(event);
-        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@ use super::*;
 use crate::bench::generator::Generator;
 use crate::bench::mixes::Mix;
 use crate::ingest::segment::parse_message;
+use crate::warehouse::buffer::TableBuffer;
 
 const MAX_COLUMNS: usize = 1000;
 

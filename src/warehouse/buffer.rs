@@ -7,15 +7,11 @@
 //! Team actors buffer events in it; imports buffer their rows in it the same way.
 
 use foldhash::HashMap;
-use std::sync::Arc;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::{Field, Schema};
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
-use super::column::ColumnBuilder;
-use crate::model::schema::TableSchema;
+use super::column::{ColumnBuilder, finished_batch};
 use crate::model::value::{RowCell, ValueRef};
 
 /// Rows a new column has room for (beyond the nulls it starts with) before its first doubling.
@@ -262,21 +258,8 @@ impl TableBuffer {
 
     /// Takes everything buffered as one batch and leaves the buffer empty.
     pub fn take_batch(&mut self) -> RecordBatch {
-        let mut fields: Vec<Field> = Vec::with_capacity(self.columns.len());
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(self.columns.len());
-        for (n, c) in self.names.iter().zip(&mut self.columns) {
-            let ty = c.ty();
-            let (a, as_text) = c.finish();
-            fields.push(if as_text {
-                TableSchema::float_as_text(n)
-            } else {
-                Field::new(n, ty.arrow(), true)
-            });
-            arrays.push(a);
-        }
-        debug_assert!(arrays.iter().all(|a| a.len() == self.rows));
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-            .expect("every column has one value per row");
+        let named = self.names.iter().map(String::as_str).zip(&mut self.columns);
+        let batch = finished_batch(named, self.rows);
         *self = TableBuffer::default();
         batch
     }
@@ -285,7 +268,7 @@ impl TableBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::schema::ColumnType;
+    use crate::model::schema::{ColumnType, TableSchema};
     use crate::model::value::{Cell, Value};
     use arrow::array::{AsArray, Float64Array};
 

@@ -7,9 +7,11 @@ use arrow::array::{
     ArrayRef, BooleanBuilder, Float64Array, Float64Builder, Int64Builder, StringArray,
     StringBuilder, TimestampMicrosecondBuilder,
 };
+use arrow::datatypes::{Field, Schema};
 use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
 
-use crate::model::schema::ColumnType;
+use crate::model::schema::{ColumnType, TableSchema};
 use crate::model::text::{float_text, int_is_safe_in_float, to_text};
 use crate::model::value::ValueRef;
 
@@ -44,20 +46,26 @@ impl ColumnBuilder {
     /// A builder of type `ty` holding `nulls` nulls, with room for `room` more.
     pub(super) fn new(ty: ColumnType, nulls: usize, room: usize) -> Self {
         let rows = nulls + room;
-        let mut b = match ty {
+        let mut b = ColumnBuilder::with_room(ty, rows, rows * 8);
+        b.append_nulls(nulls);
+        b
+    }
+
+    /// An empty builder of type `ty` with room for `rows` values, and `text_bytes` of text if
+    /// it is a text column.
+    pub(super) fn with_room(ty: ColumnType, rows: usize, text_bytes: usize) -> Self {
+        match ty {
             ColumnType::Boolean => ColumnBuilder::Bool(BooleanBuilder::with_capacity(rows)),
             ColumnType::Int64 => ColumnBuilder::Int(Int64Builder::with_capacity(rows)),
             ColumnType::Float64 => ColumnBuilder::Float(Float64Builder::with_capacity(rows)),
             // A table never has date columns (only query results do); text if one did.
             ColumnType::String | ColumnType::Date => {
-                ColumnBuilder::Str(StringBuilder::with_capacity(rows, rows * 8))
+                ColumnBuilder::Str(StringBuilder::with_capacity(rows, text_bytes))
             }
             ColumnType::Timestamp => ColumnBuilder::Ts(
                 TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"),
             ),
-        };
-        b.append_nulls(nulls);
-        b
+        }
     }
 
     pub(super) fn ty(&self) -> ColumnType {
@@ -198,6 +206,30 @@ impl ColumnBuilder {
             (to, b) => unreachable!("widening {:?} to {to:?}", b.ty()),
         })
     }
+}
+
+/// The batch of `rows` rows whose columns are `columns`' builders, finished, under their names
+/// (a float64 column that must keep integers exactly as text is named so: see
+/// [`TableSchema::float_as_text`]).
+pub(super) fn finished_batch<'b>(
+    columns: impl Iterator<Item = (&'b str, &'b mut ColumnBuilder)>,
+    rows: usize,
+) -> RecordBatch {
+    let mut fields: Vec<Field> = Vec::new();
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    for (name, c) in columns {
+        let ty = c.ty();
+        let (a, as_text) = c.finish();
+        fields.push(if as_text {
+            TableSchema::float_as_text(name)
+        } else {
+            Field::new(name, ty.arrow(), true)
+        });
+        arrays.push(a);
+    }
+    debug_assert!(arrays.iter().all(|a| a.len() == rows));
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+        .expect("every column has one value per row")
 }
 
 /// Text of a non-string scalar placed in a string column (as [`to_text`] writes it).

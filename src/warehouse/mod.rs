@@ -9,6 +9,7 @@
 pub mod buffer;
 pub mod chunks;
 mod column;
+pub mod column_log;
 pub mod compaction;
 pub mod gc;
 pub mod import;

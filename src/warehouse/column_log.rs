@@ -1,0 +1,223 @@
+//! A table's rows logged value by value and built column by column at the end: each column is
+//! made once, of the type its values widen to, with room for exactly its rows and its text, and
+//! filled in one pass, where a [`TableBuffer`](super::buffer::TableBuffer) checks, widens and
+//! null-fills its columns row by row and grows their builders by doubling. For rows that are
+//! all known before any is read (a request's), it builds the batch `TableBuffer` would
+//! ([`super::column::ColumnBuilder`] appends every value, and `finish` names the columns as
+//! `take_batch` does): the types widen the same way whatever the order of the values, and a
+//! value placed in a text column reads as the text a widened column gives it.
+
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+
+use super::column::{ColumnBuilder, finished_batch};
+use crate::model::schema::ColumnType;
+use crate::model::value::{Value, ValueRef};
+
+/// A value of a logged row: borrowed from the text it was read from, or owned.
+pub enum Logged<'a> {
+    Borrowed(ValueRef<'a>),
+    Owned(Value),
+}
+
+impl Logged<'_> {
+    pub fn value(&self) -> ValueRef<'_> {
+        match self {
+            Logged::Borrowed(v) => *v,
+            Logged::Owned(v) => v.as_ref(),
+        }
+    }
+}
+
+/// One value: its column (a number the caller names in [`ColumnLog::finish`]) and its row.
+struct Entry<'a> {
+    column: u32,
+    row: u32,
+    value: Logged<'a>,
+}
+
+/// A column while the log is read: its number, type, values and text bytes.
+struct Plan {
+    column: u32,
+    ty: ColumnType,
+    text_bytes: usize,
+    /// Rows filled so far (while building).
+    filled: u32,
+}
+
+/// The rows of one table, logged.
+#[derive(Default)]
+pub struct ColumnLog<'a> {
+    entries: Vec<Entry<'a>>,
+    rows: u32,
+}
+
+impl<'a> ColumnLog<'a> {
+    /// Logs a row of `(column, value)` pairs, each column at most once (a second value of one
+    /// column in a row fails [`ColumnLog::finish`]). Nulls are left out: a column made only
+    /// of nulls is no column, as in a `TableBuffer`.
+    pub fn push_row(&mut self, values: impl IntoIterator<Item = (u32, Logged<'a>)>) {
+        let row = self.rows;
+        for (column, value) in values {
+            if !matches!(value.value(), ValueRef::Null) {
+                self.entries.push(Entry { column, row, value });
+            }
+        }
+        self.rows += 1;
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows as usize
+    }
+
+    /// The rows as a batch, columns in the order of their first value, column `n` named
+    /// `names[n]`; `None` when no row has a value (a batch of rows without columns cannot be
+    /// made). `Err` when a row gives a column twice or a value cannot take its column's type.
+    pub fn finish(self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+        let mut at: Vec<u32> = vec![u32::MAX; names.len()];
+        let mut plans: Vec<Plan> = Vec::new();
+        for e in &self.entries {
+            let value = e.value.value();
+            let Some(ty) = value.column_type() else {
+                continue;
+            };
+            let slot = at.get_mut(e.column as usize).ok_or_else(|| {
+                ArrowError::InvalidArgumentError(format!("column {} has no name", e.column))
+            })?;
+            let plan = match *slot {
+                u32::MAX => {
+                    *slot = plans.len() as u32;
+                    plans.push(Plan {
+                        column: e.column,
+                        ty,
+                        text_bytes: 0,
+                        filled: 0,
+                    });
+                    plans.last_mut().expect("just pushed")
+                }
+                i => {
+                    let plan = &mut plans[i as usize];
+                    plan.ty = plan.ty.widen(ty);
+                    plan
+                }
+            };
+            plan.text_bytes += match value {
+                ValueRef::Str(s) => s.len(),
+                // A number or time placed in a text column: room for its text.
+                _ => 24,
+            };
+        }
+        if plans.is_empty() {
+            return Ok(None);
+        }
+        let rows = self.rows as usize;
+        let mut builders: Vec<ColumnBuilder> = plans
+            .iter()
+            .map(|p| ColumnBuilder::with_room(p.ty, rows, p.text_bytes))
+            .collect();
+        for e in &self.entries {
+            let i = at[e.column as usize] as usize;
+            let plan = &mut plans[i];
+            if e.row < plan.filled {
+                return Err(ArrowError::InvalidArgumentError(format!(
+                    "column {} given twice in a row",
+                    names[e.column as usize]
+                )));
+            }
+            let b = &mut builders[i];
+            if e.row > plan.filled {
+                b.append_nulls((e.row - plan.filled) as usize);
+            }
+            b.append(e.value.value());
+            plan.filled = e.row + 1;
+        }
+        for (plan, b) in plans.iter().zip(&mut builders) {
+            if plan.filled < self.rows {
+                b.append_nulls((self.rows - plan.filled) as usize);
+            }
+        }
+        let named = plans
+            .iter()
+            .map(|p| names[p.column as usize].as_str())
+            .zip(&mut builders);
+        Ok(Some(finished_batch(named, rows)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::value::Cell;
+    use crate::warehouse::buffer::TableBuffer;
+
+    /// Rows of values of every type, widening every way and in either order, with nulls and
+    /// columns first seen late, build the batch a `TableBuffer` builds of them.
+    #[test]
+    fn a_log_builds_what_a_buffer_builds() {
+        let names: Vec<String> = ["a", "b", "c", "d", "e", "f"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let rows: Vec<Vec<(u32, Value)>> = vec![
+            vec![(0, Value::Int(1)), (1, Value::Null), (2, Value::Bool(true))],
+            vec![
+                (0, Value::Float(2.5)),
+                (3, Value::Ts(1_700_000_000_000_000)),
+            ],
+            vec![(2, Value::Str("x\"y".into())), (1, Value::Int(i64::MAX))],
+            vec![],
+            vec![
+                (1, Value::Float(0.1)),
+                (3, Value::Str("later".into())),
+                (4, Value::Null),
+            ],
+            vec![(5, Value::Float(1e300)), (0, Value::Int(3))],
+            vec![(5, Value::Int(7)), (4, Value::Str("é".into()))],
+            vec![
+                (4, Value::Str("long ".repeat(40))),
+                (2, Value::Str("s".into())),
+            ],
+        ];
+        let mut log = ColumnLog::default();
+        let mut buffer = TableBuffer::default();
+        for row in &rows {
+            log.push_row(row.iter().map(|(c, v)| (*c, Logged::Owned(v.clone()))));
+            let cells: Vec<Cell> = row
+                .iter()
+                .map(|(c, v)| (names[*c as usize].clone().into(), v.clone()))
+                .collect();
+            buffer.append(&cells).expect("appends");
+        }
+        assert_eq!(log.rows(), rows.len());
+        let logged = log.finish(&names).expect("builds").expect("has columns");
+        assert_eq!(logged, buffer.take_batch());
+        assert_eq!(logged.num_rows(), rows.len());
+        // Columns in the order of their first value; b, an integer too large for a float
+        // beside a float, kept as text.
+        let schema = logged.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["a", "c", "d", "b", "f", "e"]);
+        let b = schema.field_with_name("b").expect("b");
+        assert_eq!(b.data_type(), &arrow::datatypes::DataType::Utf8);
+    }
+
+    #[test]
+    fn a_column_given_twice_in_a_row_or_never_given_a_value() {
+        let names = vec!["a".to_string()];
+        let mut log = ColumnLog::default();
+        log.push_row([(0, Logged::Borrowed(ValueRef::Null))]);
+        assert_eq!(log.rows(), 1);
+        assert!(log.finish(&names).expect("builds").is_none());
+
+        let mut log = ColumnLog::default();
+        log.push_row([
+            (0, Logged::Borrowed(ValueRef::Int(1))),
+            (0, Logged::Borrowed(ValueRef::Int(2))),
+        ]);
+        assert!(log.finish(&names).is_err());
+
+        let mut log = ColumnLog::default();
+        log.push_row([(1, Logged::Borrowed(ValueRef::Int(1)))]);
+        assert!(log.finish(&names).is_err(), "a column without a name");
+    }
+}
