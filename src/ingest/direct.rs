@@ -22,10 +22,12 @@ use std::hash::{BuildHasher, Hasher};
 
 use arrow::array::BooleanArray;
 use arrow::compute::filter_record_batch;
+use arrow::datatypes::Schema;
 use arrow::error::ArrowError;
-use arrow::record_batch::RecordBatch;
+use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use chrono::{DateTime, Utc};
 use foldhash::HashMap;
+use std::sync::Arc;
 
 use super::bulk::{TableBatch, beside_tracks, same_name};
 use super::event::Parts;
@@ -35,9 +37,17 @@ use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
 use crate::model::members::RawObject;
 use crate::model::value::{Name, Value, ValueRef};
 use crate::warehouse::column_log::{ColumnLog, Logged};
+use crate::warehouse::unify;
 
 /// The table every track call also writes a row to.
 const TRACKS: &str = "tracks";
+
+/// Values a table logs before the rows so far are made into a batch of their own (joined with
+/// the others at the end, [`unify::join`]): a log entry takes ~40 bytes where a built value
+/// takes ~8, and a batch-wide context repeats in every message, so a request of many small
+/// messages would otherwise hold several times its rows' size until its end (~2.5 MiB a table
+/// at most this way). A shop or wide request logs ~20,000 values a table, under it.
+const CHUNK_VALUES: usize = 1 << 16;
 
 /// Why a request is not built directly: its messages go the usual way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,8 +66,11 @@ pub struct DirectTable {
 /// A table being built.
 struct Building<'a> {
     name: String,
-    /// Its rows; for an event table, the rows without the call's own cells.
+    /// Its rows; for an event table, the rows without the call's own cells: those not yet
+    /// built, and the batches of those built ([`CHUNK_VALUES`]).
     log: ColumnLog<'a>,
+    built: Vec<RecordBatch>,
+    /// For each row, the index of the message it came from.
     events: Vec<u32>,
     /// An event table's rows in `tracks`, whose call's own columns it gathers from there.
     picks: Vec<u32>,
@@ -247,6 +260,8 @@ pub struct DirectBuild<'a> {
     own_room: Vec<Numbered<'static>>,
     /// The numbers of a track call's own columns, kept for the next.
     fixed_room: Vec<u32>,
+    /// Values a table logs before building them ([`CHUNK_VALUES`]; fewer in tests).
+    chunk_values: Option<usize>,
 }
 
 /// What the answer and the log need of a message built directly.
@@ -337,9 +352,9 @@ impl<'a> DirectBuild<'a> {
         {
             return Err(Unsupported);
         }
-        self.append_row(parts, standard, &mut row, tracks_cells);
+        let appended = self.append_row(parts, standard, &mut row, tracks_cells);
         self.row_room = recycle(row);
-        Ok(())
+        appended
     }
 
     /// Appends a message's `row` (its `standard` cells, then context, then properties) to its
@@ -350,11 +365,13 @@ impl<'a> DirectBuild<'a> {
         standard: usize,
         row: &mut Vec<Numbered<'a>>,
         tracks_cells: usize,
-    ) {
+    ) -> Result<(), Unsupported> {
         let event = self.messages - 1;
+        let names = &self.paths.names;
+        let chunk = self.chunk_values.unwrap_or(CHUNK_VALUES);
         if !parts.tracks {
-            table(&mut self.tables, &parts.table).append(row.drain(..), event);
-            return;
+            let t = table(&mut self.tables, &parts.table);
+            return t.append(row.drain(..), event, names, chunk);
         }
         // A track call's event table takes the call's own cells from `tracks`, a column at a
         // time when it is finished (as `bulk` does): only the rest of its row is appended. The
@@ -369,8 +386,8 @@ impl<'a> DirectBuild<'a> {
         fixed.clear();
         fixed.extend(row[..standard].iter().map(|c| c.number));
         let tracks = table(&mut self.tables, TRACKS);
-        tracks.append(row.drain(..), event);
-        let at = tracks.log.rows() as u32 - 1;
+        tracks.append(row.drain(..), event, names, chunk)?;
+        let at = tracks.events.len() as u32 - 1;
         let own = table(&mut self.tables, &parts.table);
         for n in fixed.iter() {
             if !own.fixed.contains(n) {
@@ -378,8 +395,9 @@ impl<'a> DirectBuild<'a> {
             }
         }
         own.picks.push(at);
-        own.append(own_row.drain(..), event);
+        let appended = own.append(own_row.drain(..), event, names, chunk);
         self.own_room = recycle(own_row);
+        appended
     }
 
     /// The values of `obj` (at key path `at`, `depth` keys deep) in `found`, in the order
@@ -420,21 +438,21 @@ impl<'a> DirectBuild<'a> {
         let mut tables = self.tables;
         let names = &self.paths.names;
         let tracks = match tables.iter_mut().find(|t| t.name == TRACKS) {
-            Some(t) => Some(whole(std::mem::take(&mut t.log), names)?),
+            Some(t) => Some(t.rows(names)?.ok_or(Unsupported)?),
             None => None,
         };
         let mut out = Vec::with_capacity(tables.len());
-        for t in tables {
+        for mut t in tables {
             let batch = match (&tracks, t.picks.is_empty()) {
                 (Some(tracks), _) if t.name == TRACKS => tracks.clone(),
-                (_, true) => whole(t.log, names)?,
+                (_, true) => t.rows(names)?.ok_or(Unsupported)?,
                 (Some(tracks), false) => {
                     let fixed: Vec<Name> = t
                         .fixed
                         .iter()
                         .map(|&n| names[n as usize].clone().into())
                         .collect();
-                    let own = t.log.finish(names).map_err(|_| Unsupported)?;
+                    let own = t.rows(names)?;
                     beside_tracks(tracks, own, t.picks, &fixed).map_err(|_| Unsupported)?
                 }
                 (None, false) => return Err(Unsupported),
@@ -447,14 +465,6 @@ impl<'a> DirectBuild<'a> {
         }
         Ok(out)
     }
-}
-
-/// The batch of a table's rows, which have standard cells (a batch of rows without columns
-/// cannot be made).
-fn whole(log: ColumnLog, names: &[String]) -> Result<RecordBatch, Unsupported> {
-    log.finish(names)
-        .map_err(|_| Unsupported)?
-        .ok_or(Unsupported)
 }
 
 /// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
@@ -508,6 +518,7 @@ fn table<'t, 'a>(tables: &'t mut Vec<Building<'a>>, name: &str) -> &'t mut Build
             tables.push(Building {
                 name: name.to_string(),
                 log: ColumnLog::default(),
+                built: Vec::new(),
                 events: Vec::new(),
                 picks: Vec::new(),
                 fixed: Vec::new(),
@@ -519,10 +530,48 @@ fn table<'t, 'a>(tables: &'t mut Vec<Building<'a>>, name: &str) -> &'t mut Build
 }
 
 impl<'a> Building<'a> {
-    /// Appends a row of values numbered as the request's columns.
-    fn append(&mut self, row: impl Iterator<Item = Numbered<'a>>, event: u32) {
+    /// Appends a row of values numbered as the request's columns, whose names are `names`;
+    /// builds the rows logged so far once `chunk` values are.
+    fn append(
+        &mut self,
+        row: impl Iterator<Item = Numbered<'a>>,
+        event: u32,
+        names: &[String],
+        chunk: usize,
+    ) -> Result<(), Unsupported> {
         self.log.push_row(row.map(|c| (c.number, c.value)));
         self.events.push(event);
+        if self.log.values() >= chunk {
+            // A log with values has columns.
+            let batch = self.log.take_batch(names).map_err(|_| Unsupported)?;
+            self.built.extend(batch);
+        }
+        Ok(())
+    }
+
+    /// All its rows as one batch; `None` if no row has a value.
+    fn rows(&mut self, names: &[String]) -> Result<Option<RecordBatch>, Unsupported> {
+        let log = std::mem::take(&mut self.log);
+        let logged_rows = log.rows();
+        let last = log.finish(names).map_err(|_| Unsupported)?;
+        if self.built.is_empty() {
+            return Ok(last);
+        }
+        let mut parts = std::mem::take(&mut self.built);
+        match last {
+            Some(b) => parts.push(b),
+            // Rows without a value after the built ones: nulls in every column.
+            None if logged_rows > 0 => parts.push(
+                RecordBatch::try_new_with_options(
+                    Arc::new(Schema::empty()),
+                    Vec::new(),
+                    &RecordBatchOptions::new().with_row_count(Some(logged_rows)),
+                )
+                .map_err(|_| Unsupported)?,
+            ),
+            None => {}
+        }
+        unify::join(&parts).map(Some).map_err(|_| Unsupported)
     }
 }
 

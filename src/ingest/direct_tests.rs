@@ -37,8 +37,16 @@ fn usual(msgs: &[String], shared: Shared) -> Result<Vec<(String, RecordBatch)>, 
         .collect())
 }
 
+thread_local! {
+    /// Values a table logs before building them, for the tests that set it (else the default).
+    static CHUNK_VALUES: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 fn direct(msgs: &[String], shared: Shared) -> Result<Vec<DirectTable>, Unsupported> {
-    let mut build = DirectBuild::default();
+    let mut build = DirectBuild {
+        chunk_values: CHUNK_VALUES.get(),
+        ..DirectBuild::default()
+    };
     for m in msgs {
         let top = Top::parse(m).map_err(|_| Unsupported)?;
         build.message(&top, shared, now(), MAX_COLUMNS)?;
@@ -127,6 +135,34 @@ fn every_mix_is_built_as_the_usual_way_builds_it() {
         let msgs: Vec<String> = (0..400).map(|_| generator.message().to_string()).collect();
         assert_same(&msgs);
     }
+}
+
+/// A table's rows built a few values at a time and joined at the end are the rows built at
+/// once: every mix, and the shapes below, at several sizes of the pieces.
+#[test]
+fn rows_built_in_pieces_are_the_rows_built_at_once() {
+    for chunk in [1, 7, 100] {
+        CHUNK_VALUES.set(Some(chunk));
+        for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
+            let mut generator = Generator::new("0123456789abcdef", 11, now()).with_mix(mix);
+            let msgs: Vec<String> = (0..120).map(|_| generator.message().to_string()).collect();
+            assert_same(&msgs);
+        }
+        shapes_nobody_here_generates_are_built_as_the_usual_way_builds_them();
+        // Events of one table whose last rows have no value of their own.
+        let msgs: Vec<String> = (0..40)
+            .map(|i| {
+                let props = if i < 30 {
+                    r#","properties":{"a":1,"b":"x"}"#
+                } else {
+                    ""
+                };
+                format!(r#"{{"type":"track","event":"e","userId":"u","messageId":"m{i}"{props}}}"#)
+            })
+            .collect();
+        assert_same(&msgs);
+    }
+    CHUNK_VALUES.set(None);
 }
 
 #[test]

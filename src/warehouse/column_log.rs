@@ -5,7 +5,10 @@
 //! all known before any is read (a request's), it builds the batch `TableBuffer` would
 //! ([`super::column::ColumnBuilder`] appends every value, and `finish` names the columns as
 //! `take_batch` does): the types widen the same way whatever the order of the values, and a
-//! value placed in a text column reads as the text a widened column gives it.
+//! value placed in a text column reads as the text a widened column gives it. It refuses what
+//! a `TableBuffer` resolves one way or the other depending on order: a column given twice in
+//! a row (the buffer keeps the first), a time outside the calendar in a text column (the
+//! buffer refuses it when widening, writes empty text when appending).
 
 use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
@@ -41,6 +44,8 @@ struct Plan {
     column: u32,
     ty: ColumnType,
     text_bytes: usize,
+    /// Whether a timestamp is among its values.
+    times: bool,
     /// Rows filled so far (while building).
     filled: u32,
 }
@@ -70,10 +75,28 @@ impl<'a> ColumnLog<'a> {
         self.rows as usize
     }
 
+    /// Values logged (nulls are not).
+    pub fn values(&self) -> usize {
+        self.entries.len()
+    }
+
     /// The rows as a batch, columns in the order of their first value, column `n` named
     /// `names[n]`; `None` when no row has a value (a batch of rows without columns cannot be
     /// made). `Err` when a row gives a column twice or a value cannot take its column's type.
-    pub fn finish(self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+    pub fn finish(mut self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+        self.take_batch(names)
+    }
+
+    /// [`ColumnLog::finish`], leaving the log empty with its room kept for the rows to come
+    /// (so a table built in pieces allocates and faults in its log once).
+    pub fn take_batch(&mut self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+        let built = self.build(names);
+        self.entries.clear();
+        self.rows = 0;
+        built
+    }
+
+    fn build(&self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
         let mut at: Vec<u32> = vec![u32::MAX; names.len()];
         let mut plans: Vec<Plan> = Vec::new();
         for e in &self.entries {
@@ -91,6 +114,7 @@ impl<'a> ColumnLog<'a> {
                         column: e.column,
                         ty,
                         text_bytes: 0,
+                        times: false,
                         filled: 0,
                     });
                     plans.last_mut().expect("just pushed")
@@ -101,6 +125,7 @@ impl<'a> ColumnLog<'a> {
                     plan
                 }
             };
+            plan.times |= matches!(value, ValueRef::Ts(_));
             plan.text_bytes += match value {
                 ValueRef::Str(s) => s.len(),
                 // A number or time placed in a text column: room for its text.
@@ -109,6 +134,21 @@ impl<'a> ColumnLog<'a> {
         }
         if plans.is_empty() {
             return Ok(None);
+        }
+        // A time placed in a text column takes its text; one outside the calendar has none,
+        // which a `TableBuffer` widening its column refuses. So does the log.
+        if plans.iter().any(|p| p.times && p.ty == ColumnType::String) {
+            for e in &self.entries {
+                if let ValueRef::Ts(us) = e.value.value()
+                    && plans[at[e.column as usize] as usize].ty == ColumnType::String
+                    && chrono::DateTime::from_timestamp_micros(us).is_none()
+                {
+                    return Err(ArrowError::CastError(format!(
+                        "{}: {us} is not a time that can be written as text",
+                        names[e.column as usize]
+                    )));
+                }
+            }
         }
         let rows = self.rows as usize;
         let mut builders: Vec<ColumnBuilder> = plans
@@ -219,5 +259,20 @@ mod tests {
         let mut log = ColumnLog::default();
         log.push_row([(1, Logged::Borrowed(ValueRef::Int(1)))]);
         assert!(log.finish(&names).is_err(), "a column without a name");
+
+        // A time outside the calendar cannot be text, in either order.
+        for values in [
+            [ValueRef::Ts(i64::MAX), ValueRef::Str("s")],
+            [ValueRef::Str("s"), ValueRef::Ts(i64::MAX)],
+        ] {
+            let mut log = ColumnLog::default();
+            for v in values {
+                log.push_row([(0, Logged::Borrowed(v))]);
+            }
+            assert!(log.finish(&names).is_err());
+        }
+        let mut log = ColumnLog::default();
+        log.push_row([(0, Logged::Borrowed(ValueRef::Ts(i64::MAX)))]);
+        assert!(log.finish(&names).expect("a time column").is_some());
     }
 }
