@@ -239,8 +239,8 @@ pub(super) fn same_name(a: &Name, b: &Name) -> bool {
 
 /// An event table's batch: the `fixed` columns taken from `tracks` at `picks`, then the columns
 /// of `own` (none when its events had no context or property); an error if one of those takes
-/// a `fixed` name (the call's own names are reserved,
-/// so none should, and a batch would hold the name twice).
+/// a `fixed` name (the call's own names are reserved, so none should, and a batch would hold
+/// the name twice).
 pub(super) fn beside_tracks(
     tracks: &RecordBatch,
     own: Option<RecordBatch>,

@@ -12,21 +12,13 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::column::{ColumnBuilder, finished_batch};
-use crate::model::value::{RowCell, ValueRef};
+use crate::model::value::RowCell;
 
 /// Rows a new column has room for (beyond the nulls it starts with) before its first doubling.
 /// Arrow's own default is 1,024, ~8 KiB a column, which a quiet team's buffer holding a few
 /// events keeps in every column until its flush; a busy one doubles its way to a chunk's
 /// 8,192 rows, copying about as many bytes again as it holds.
 const FIRST_ROWS: usize = 16;
-
-/// A value and the index of its column ([`TableBuffer::column_index`]), for
-/// [`TableBuffer::append_indexed`].
-#[derive(Debug, Clone, Copy)]
-pub struct AtColumn<'a> {
-    pub column: usize,
-    pub value: ValueRef<'a>,
-}
 
 /// The buffered rows of one table.
 #[derive(Default)]
@@ -188,74 +180,6 @@ impl TableBuffer {
         self.rows += 1;
     }
 
-    /// The index of column `name`, made for values like `value` (with a null for each row so
-    /// far) when missing; `None` for a null of an unknown column, which adds nothing. A caller
-    /// that appends many rows of the same names looks each up once and appends by index
-    /// ([`TableBuffer::append_indexed`]).
-    pub fn column_index(&mut self, name: &str, value: ValueRef) -> Option<usize> {
-        if let Some(&idx) = self.index.get(name) {
-            return Some(idx);
-        }
-        let ty = value.column_type()?;
-        let row = self.rows;
-        let room = self.expected_rows.saturating_sub(row).max(FIRST_ROWS);
-        self.names.push(name.to_string());
-        self.columns.push(ColumnBuilder::new(ty, row, room));
-        self.last_row.push(row);
-        self.index.insert(name.to_string(), self.columns.len() - 1);
-        Some(self.columns.len() - 1)
-    }
-
-    /// Appends one row given as values at column indices, as [`TableBuffer::append`] appends
-    /// one of named cells: columns widen, and the row is all or nothing. `Err` when a column
-    /// cannot widen or is given twice; the row then adds nothing (columns made for it by
-    /// [`TableBuffer::column_index`] stay, null in every row).
-    pub fn append_indexed(&mut self, cells: &[AtColumn]) -> Result<(), ArrowError> {
-        let row = self.rows;
-        let mut widened = Vec::new();
-        let mut claimed = 0;
-        let mut fault = None;
-        for c in cells {
-            if self.last_row[c.column] > row {
-                fault = Some(ArrowError::InvalidArgumentError(format!(
-                    "column {} given twice in a row",
-                    self.names[c.column]
-                )));
-                break;
-            }
-            self.last_row[c.column] = row + 1;
-            claimed += 1;
-            if let Some(ty) = c.value.column_type() {
-                let col = &self.columns[c.column];
-                let wide = col.ty().widen(ty);
-                if wide != col.ty() {
-                    match col.widened(wide) {
-                        Ok(b) => widened.push((c.column, b)),
-                        Err(e) => {
-                            fault = Some(e);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(e) = fault {
-            // Every column was written up to the row before this one.
-            for c in &cells[..claimed] {
-                self.last_row[c.column] = row;
-            }
-            return Err(e);
-        }
-        for (idx, builder) in widened {
-            self.columns[idx] = builder;
-        }
-        for c in cells {
-            self.columns[c.column].append(c.value);
-        }
-        self.end_row(row);
-        Ok(())
-    }
-
     /// Takes everything buffered as one batch and leaves the buffer empty.
     pub fn take_batch(&mut self) -> RecordBatch {
         let named = self.names.iter().map(String::as_str).zip(&mut self.columns);
@@ -409,85 +333,6 @@ mod tests {
             [None, None, None, Some(7)],
             "the failed row's boolean column did not stay"
         );
-    }
-
-    /// Rows appended by index give the batch rows appended by name give: random rows of
-    /// distinct names in any order, values of every type (nulls too, on known and unknown
-    /// columns), and rows that cannot widen (a timestamp too large for text), which both refuse
-    /// whole. A column given twice is refused.
-    #[test]
-    fn rows_by_index_are_rows_by_name() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
-        let (mut by_name, mut by_index) = (TableBuffer::default(), TableBuffer::default());
-        let mut refused = 0;
-        for _ in 0..3000 {
-            let mut names: Vec<usize> = (0..8).collect();
-            let mut row = Vec::new();
-            for _ in 0..next(6) {
-                let name = names.remove(next(names.len() as u64) as usize);
-                // Mostly a type of the column's own (so timestamps stay timestamps long
-                // enough for a string to find one too large), sometimes any other.
-                let kind = if next(10) == 0 {
-                    next(7)
-                } else {
-                    [1, 2, 3, 4, 5, 6, 6, 6][name]
-                };
-                let value = match kind {
-                    0 => Value::Null,
-                    1 => Value::Bool(next(2) == 0),
-                    2 => Value::Int(next(100) as i64 - 50),
-                    3 => Value::Float(next(100) as f64 / 8.0),
-                    4 => Value::Str(format!("s{}", next(10))),
-                    5 if next(3) == 0 => Value::Ts(i64::MAX),
-                    _ => Value::Ts(next(1_000_000) as i64),
-                };
-                row.push(cell(&format!("c{name}"), value));
-            }
-            let named = by_name.append(&row);
-            let cells: Vec<AtColumn> = row
-                .iter()
-                .filter_map(|(name, value)| {
-                    let value = value.as_ref();
-                    let column = by_index.column_index(name, value)?;
-                    Some(AtColumn { column, value })
-                })
-                .collect();
-            let indexed = by_index.append_indexed(&cells);
-            assert_eq!(named.is_ok(), indexed.is_ok(), "{row:?}");
-            refused += usize::from(named.is_err());
-            assert_eq!(by_name.rows(), by_index.rows());
-        }
-        assert!(refused > 0, "some rows could not widen");
-        let expected = by_name.take_batch();
-        let got = by_index.take_batch();
-        // Columns made for refused rows stay, null in every row until a later row writes
-        // them (so they may stand earlier than by name).
-        let kept = (0..got.num_columns())
-            .filter(|&i| got.column(i).null_count() < got.num_rows())
-            .count();
-        assert_eq!(kept, expected.num_columns());
-        for field in expected.schema().fields() {
-            let name = field.name();
-            assert_eq!(got.schema().field_with_name(name).unwrap(), field.as_ref());
-            assert_eq!(
-                got.column_by_name(name),
-                expected.column_by_name(name),
-                "{name}"
-            );
-        }
-
-        let mut b = TableBuffer::default();
-        let a = b.column_index("a", ValueRef::Int(1)).unwrap();
-        let twice = [ValueRef::Int(1), ValueRef::Int(2)].map(|value| AtColumn { column: a, value });
-        assert!(b.append_indexed(&twice).is_err());
-        assert!(b.append_indexed(&twice[..1]).is_ok());
-        assert_eq!(b.take_batch().num_rows(), 1);
     }
 
     #[test]

@@ -39,7 +39,7 @@ struct Entry<'a> {
     value: Logged<'a>,
 }
 
-/// A column while the log is read: its number, type, values and text bytes.
+/// A column while the log is read: its number, type, text bytes and rows filled.
 struct Plan {
     column: u32,
     ty: ColumnType,
@@ -156,7 +156,11 @@ impl<'a> ColumnLog<'a> {
             .map(|p| ColumnBuilder::with_room(p.ty, rows, p.text_bytes))
             .collect();
         for e in &self.entries {
-            let i = at[e.column as usize] as usize;
+            let i = at[e.column as usize];
+            if i == u32::MAX {
+                continue; // a null (never logged)
+            }
+            let i = i as usize;
             let plan = &mut plans[i];
             if e.row < plan.filled {
                 return Err(ArrowError::InvalidArgumentError(format!(
@@ -239,6 +243,70 @@ mod tests {
         assert_eq!(names, ["a", "c", "d", "b", "f", "e"]);
         let b = schema.field_with_name("b").expect("b");
         assert_eq!(b.data_type(), &arrow::datatypes::DataType::Utf8);
+    }
+
+    /// Random rows of distinct columns in any order, values of every type (nulls too, on known
+    /// and unknown columns), logged and appended to a buffer, give the same batch: tables of
+    /// 20 rows, so that some columns keep one type and others widen.
+    #[test]
+    fn random_rows_logged_are_random_rows_appended() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let names: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+        let mut kept_types = 0;
+        for _ in 0..300 {
+            let mut log = ColumnLog::default();
+            let mut buffer = TableBuffer::default();
+            for _ in 0..20 {
+                let mut free: Vec<u32> = (0..8).collect();
+                let mut row: Vec<(u32, Value)> = Vec::new();
+                for _ in 0..next(6) {
+                    let column = free.remove(next(free.len() as u64) as usize);
+                    // Mostly a type of the column's own, sometimes any other.
+                    let kind = if next(30) == 0 {
+                        next(7)
+                    } else {
+                        [1, 2, 3, 4, 5, 0, 2, 3][column as usize]
+                    };
+                    let value = match kind {
+                        0 => Value::Null,
+                        1 => Value::Bool(next(2) == 0),
+                        2 => Value::Int(next(100) as i64 - 50),
+                        3 => Value::Float(next(100) as f64 / 8.0),
+                        4 => Value::Str(format!("s{}", next(10))),
+                        _ => Value::Ts(next(1_000_000) as i64),
+                    };
+                    row.push((column, value));
+                }
+                let cells: Vec<Cell> = row
+                    .iter()
+                    .map(|(c, v)| (names[*c as usize].clone().into(), v.clone()))
+                    .collect();
+                buffer.append(&cells).expect("appends");
+                log.push_row(row.into_iter().map(|(c, v)| (c, Logged::Owned(v))));
+            }
+            let want = buffer.take_batch();
+            let Some(logged) = log.finish(&names).expect("builds") else {
+                assert_eq!(want.num_columns(), 0);
+                continue;
+            };
+            kept_types += logged
+                .schema()
+                .fields()
+                .iter()
+                .filter(|f| f.data_type() != &arrow::datatypes::DataType::Utf8)
+                .count();
+            assert_eq!(logged, want);
+        }
+        assert!(
+            kept_types > 300,
+            "columns that did not widen to text: {kept_types}"
+        );
     }
 
     #[test]
