@@ -1,7 +1,8 @@
 //! A request's messages built straight into one Arrow batch per table, without making cells:
 //! the first step of the columnar path (BENCHMARKS.md, fifteenth session). A message's standard
-//! cells are made as before ([`super::segment::message_parts`]); its context and properties go
-//! from the body's text into the tables' logs, their values borrowed from the body. Their
+//! cells are made as the usual way makes them ([`super::segment::message_parts`]), their text
+//! borrowed from the body (twenty-eighth session); its context and properties go from the
+//! body's text into the tables' logs, their values borrowed from the body too. Their
 //! members, nested objects' too, come from what the validating walk recorded
 //! ([`Top::object`]), not from another walk over their text. Every column a request writes is
 //! named once and numbered ([`KeyPaths`]); a table logs each value with its column's number
@@ -35,8 +36,8 @@ use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
 use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
 use crate::model::members::RawObject;
-use crate::model::value::{Name, Value, ValueRef};
-use crate::warehouse::column_log::{ColumnLog, Logged};
+use crate::model::value::{Name, Value, ValueCow, ValueRef};
+use crate::warehouse::column_log::ColumnLog;
 use crate::warehouse::unify;
 
 /// The table every track call also writes a row to.
@@ -204,37 +205,29 @@ impl KeyPaths {
     }
 }
 
-/// A value of a row kept for the next: borrowed from the body as it is, copied when owned.
-fn again<'a>(v: &Logged<'a>) -> Logged<'a> {
-    match v {
-        Logged::Borrowed(v) => Logged::Borrowed(*v),
-        Logged::Owned(v) => Logged::Owned(v.clone()),
-    }
-}
-
 /// A value of a row and the number of its column among the request's.
 struct Numbered<'a> {
     number: u32,
-    value: Logged<'a>,
+    value: ValueCow<'a>,
 }
 
 /// A value found in an object, before its column's name is looked up.
 struct Found<'a> {
     path: u32,
-    value: Logged<'a>,
+    value: ValueCow<'a>,
 }
 
 /// The value of one JSON value's text, as [`flatten::typed`] reads it, borrowing its text.
-fn logged_value(text: &str) -> Result<Logged<'_>, Unsupported> {
+fn logged_value(text: &str) -> Result<ValueCow<'_>, Unsupported> {
     let b = text.as_bytes();
     Ok(match b.first() {
         Some(b'"') if b.len() >= 2 && !b.contains(&b'\\') => {
-            Logged::Borrowed(ValueRef::Str(&text[1..text.len() - 1]))
+            ValueCow::Borrowed(ValueRef::Str(&text[1..text.len() - 1]))
         }
-        Some(b'[' | b'{') => Logged::Borrowed(ValueRef::Str(text)),
+        Some(b'[' | b'{') => ValueCow::Borrowed(ValueRef::Str(text)),
         _ => match flatten::typed(text).map_err(|_| Unsupported)? {
-            Value::Str(s) => Logged::Owned(Value::Str(s)),
-            other => Logged::Borrowed(match other {
+            Value::Str(s) => ValueCow::Owned(Value::Str(s)),
+            other => ValueCow::Borrowed(match other {
                 Value::Null => ValueRef::Null,
                 Value::Bool(x) => ValueRef::Bool(x),
                 Value::Int(x) => ValueRef::Int(x),
@@ -289,7 +282,7 @@ impl<'a> DirectBuild<'a> {
         self.add(msg, &mut parts, max_columns)?;
         Ok(Built {
             call,
-            id: parts.id,
+            id: parts.id.into_owned(),
             client_id: parts.client_id,
         })
     }
@@ -320,7 +313,7 @@ impl<'a> DirectBuild<'a> {
         for (place, (name, value)) in std::mem::take(&mut parts.standard).into_iter().enumerate() {
             row.push(Numbered {
                 number: self.paths.standard(place, &name),
-                value: Logged::Owned(value),
+                value,
             });
         }
         for f in found.drain(..) {
@@ -379,7 +372,7 @@ impl<'a> DirectBuild<'a> {
         let mut own_row: Vec<Numbered<'a>> = recycle(std::mem::take(&mut self.own_room));
         own_row.extend(row[standard..tracks_cells].iter().map(|c| Numbered {
             number: c.number,
-            value: again(&c.value),
+            value: c.value.clone(),
         }));
         own_row.extend(row.drain(tracks_cells..));
         let fixed = &mut self.fixed_room;

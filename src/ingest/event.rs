@@ -2,19 +2,19 @@
 //! fields, flattening, naming and value typing. Pure and CPU-only; runs on the request's task.
 
 use std::borrow::Cow;
-use std::fmt;
 
 use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 
 use super::event_time::{EventTimes, TimeRule};
-use super::top_fields::{Top, plain_str};
+use super::fields::{FieldValue, bad, field_value, get, object_field, text_field};
+use super::top_fields::Top;
 use crate::model::Invalid;
 use crate::model::flatten::{self, Names, UNMAPPED};
 use crate::model::members::RawObject;
 use crate::model::naming;
 use crate::model::valid_json;
-use crate::model::value::{Cell, Value};
+use crate::model::value::{Cell, CowCell, Value, ValueCow};
 
 /// Longest accepted event name, in characters.
 pub const MAX_EVENT_NAME: usize = 255;
@@ -96,10 +96,6 @@ impl EventRows {
 /// The cells of one row of an event.
 pub type RowCells<'a> = std::iter::Chain<std::slice::Iter<'a, Cell>, std::slice::Iter<'a, Cell>>;
 
-pub(super) fn bad(code: &'static str, field: &str, message: impl Into<String>) -> Invalid {
-    Invalid::new(code, message).field(field)
-}
-
 /// Parses and validates one event body received at `received_at`.
 pub fn parse_event(
     body: &[u8],
@@ -137,65 +133,6 @@ fn parse_with(
     from_object(&obj, received_at, max_columns, id)
 }
 
-/// A top-level field as a JSON value (`None` when absent); a value serde cannot represent (a
-/// number beyond float64) is refused with `code`, never taken as absent.
-pub(super) fn get(obj: &Top, field: &str, code: &'static str) -> Result<Option<Json>, Invalid> {
-    obj.get(field)
-        .map(|raw| json_value(raw.get()))
-        .transpose()
-        .map_err(|e| bad(code, field, format!("{field}: {e}")))
-}
-
-/// The value of a raw JSON value's text. A string without escapes (or control characters,
-/// which the parser refuses) is its text between the quotes, and `null` is null; anything else
-/// goes through the parser.
-fn json_value(text: &str) -> Result<Json, serde_json::Error> {
-    match plain_str(text) {
-        Some(inner) => Ok(Json::String(inner.to_string())),
-        None if text == "null" => Ok(Json::Null),
-        None => serde_json::from_str(text),
-    }
-}
-
-/// A top-level field's value (absent and null are `None`): a string's text, borrowed from the
-/// body when sent without escapes, or any other value as JSON. What the rules reading strings
-/// (`type`, `event`, the ids) take, so a plain string is never copied to be looked at.
-pub(super) enum FieldValue<'a> {
-    Text(Cow<'a, str>),
-    Other(Json),
-}
-
-/// As JSON: a string in quotes (for error messages).
-impl fmt::Display for FieldValue<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FieldValue::Text(t) => write!(f, "{}", Json::String(t.to_string())),
-            FieldValue::Other(v) => write!(f, "{v}"),
-        }
-    }
-}
-
-/// [`get`] as a [`FieldValue`].
-pub(super) fn field_value<'a>(
-    obj: &Top<'a>,
-    field: &str,
-    code: &'static str,
-) -> Result<Option<FieldValue<'a>>, Invalid> {
-    let Some(raw) = obj.get(field) else {
-        return Ok(None);
-    };
-    let text: &'a str = raw.get();
-    if let Some(inner) = plain_str(text) {
-        return Ok(Some(FieldValue::Text(Cow::Borrowed(inner))));
-    }
-    Ok(match serde_json::from_str(text) {
-        Ok(Json::Null) => None,
-        Ok(Json::String(s)) => Some(FieldValue::Text(Cow::Owned(s))),
-        Ok(v) => Some(FieldValue::Other(v)),
-        Err(e) => return Err(bad(code, field, format!("{field}: {e}"))),
-    })
-}
-
 /// Validates one event object (also the unit of future batch endpoints). `id_override` fixes
 /// the event id (replay); otherwise it is `messageId` or a new UUIDv7.
 pub fn from_object(
@@ -227,14 +164,22 @@ pub fn from_object(
         }
     }
     let (event_text, table) = event_name(obj)?;
-    let common = common_fields(obj, received_at, id_override, TimeRule::AsSent)?;
-    let mut standard: Vec<Cell> = Vec::with_capacity(3 + common.cells.len());
-    standard.extend([
-        ("id".into(), Value::Str(common.id.clone())),
-        ("event".into(), Value::Str(table.clone())),
-        ("event_text".into(), Value::Str(event_text.clone())),
-    ]);
-    standard.extend(common.cells);
+    let mut standard: Vec<CowCell> = Vec::with_capacity(STANDARD_ROOM);
+    let common = common_fields(
+        obj,
+        received_at,
+        id_override,
+        TimeRule::AsSent,
+        &mut standard,
+    )?;
+    standard.splice(
+        0..0,
+        [
+            ("id".into(), ValueCow::from(common.id.clone())),
+            ("event".into(), ValueCow::from(table.clone())),
+            ("event_text".into(), ValueCow::from(event_text)),
+        ],
+    );
     let (id, client_id) = (common.id, common.client_id);
     let context = object_field(obj, "context")?;
     let properties = object_field(obj, "properties")?;
@@ -255,10 +200,11 @@ pub fn from_object(
 }
 
 /// The `event` field: its text as sent and the table it names (SPEC §4.2), or why it is refused.
-pub(super) fn event_name(obj: &Top) -> Result<(String, String), Invalid> {
+/// Both borrow the body when they can.
+pub(super) fn event_name<'a>(obj: &Top<'a>) -> Result<(Cow<'a, str>, Cow<'a, str>), Invalid> {
     let event_text = match field_value(obj, "event", "invalid_event")? {
         None => return Err(bad("missing_event", "event", "event is required")),
-        Some(FieldValue::Text(s)) => s.into_owned(),
+        Some(FieldValue::Text(s)) => s,
         Some(FieldValue::Other(_)) => {
             return Err(bad("invalid_event", "event", "event must be a string"));
         }
@@ -273,7 +219,11 @@ pub(super) fn event_name(obj: &Top) -> Result<(String, String), Invalid> {
             format!("event must be at most {MAX_EVENT_NAME} characters"),
         ));
     }
-    let table = naming::event_table(&event_text).ok_or_else(|| {
+    let table = match &event_text {
+        Cow::Borrowed(text) => naming::event_table_of(text),
+        Cow::Owned(text) => naming::event_table(text).map(Cow::Owned),
+    }
+    .ok_or_else(|| {
         bad(
             "invalid_event",
             "event",
@@ -283,88 +233,65 @@ pub(super) fn event_name(obj: &Top) -> Result<(String, String), Invalid> {
     Ok((event_text, table))
 }
 
-/// The id and the standard time and user cells of an event.
-pub(super) struct Common {
-    /// `messageId`, the replayed id, or a new UUIDv7.
-    pub id: String,
+/// Room for every standard cell of a message before its context: the id, the event's two or
+/// a call's own two, and the six of [`common_fields`]; so the vector is allocated once.
+pub(super) const STANDARD_ROOM: usize = 9;
+
+/// An event's id.
+pub(super) struct Common<'a> {
+    /// `messageId` (borrowed from the body when sent without escapes), the replayed id, or a
+    /// new UUIDv7.
+    pub id: Cow<'a, str>,
     /// Whether the id came from the client.
     pub client_id: bool,
-    /// `timestamp`, `received_at`, then when present `original_timestamp`, `sent_at`,
-    /// `user_id`, `anonymous_id`.
-    pub cells: Vec<Cell>,
 }
 
 /// Reads the time fields by `rule` ([`EventTimes`]), then `messageId`, `userId` and
-/// `anonymousId`.
-pub(super) fn common_fields(
-    obj: &Top,
+/// `anonymousId`; pushes to `cells` `timestamp`, `received_at`, then when present
+/// `original_timestamp`, `sent_at`, `user_id`, `anonymous_id`.
+pub(super) fn common_fields<'a>(
+    obj: &Top<'a>,
     received_at: DateTime<Utc>,
     id_override: Option<&str>,
     rule: TimeRule,
-) -> Result<Common, Invalid> {
+    cells: &mut Vec<CowCell<'a>>,
+) -> Result<Common<'a>, Invalid> {
     let times = EventTimes::read(obj, rule, received_at)?;
     let message_id = text_field(obj, "messageId")?.filter(|id| !id.is_empty());
     let client_id = message_id.is_some();
     let id = match (id_override, message_id) {
-        (Some(id), _) => id.to_string(),
+        (Some(id), _) => Cow::Owned(id.to_string()),
         (None, Some(id)) => id,
-        (None, None) => uuid::Uuid::now_v7().to_string(),
+        (None, None) => Cow::Owned(uuid::Uuid::now_v7().to_string()),
     };
-    // Room for all six, so the vector is allocated once.
-    let mut cells: Vec<Cell> = Vec::with_capacity(6);
+    let ts = |us| ValueCow::Owned(Value::Ts(us));
     cells.extend([
-        ("timestamp".into(), Value::Ts(times.timestamp)),
-        ("received_at".into(), Value::Ts(times.received_at)),
+        ("timestamp".into(), ts(times.timestamp)),
+        ("received_at".into(), ts(times.received_at)),
     ]);
     if let Some(original) = times.original_timestamp {
-        cells.push(("original_timestamp".into(), Value::Ts(original)));
+        cells.push(("original_timestamp".into(), ts(original)));
     }
     if let Some(sent_at) = times.sent_at {
-        cells.push(("sent_at".into(), Value::Ts(sent_at)));
+        cells.push(("sent_at".into(), ts(sent_at)));
     }
     for (field, column) in [("userId", "user_id"), ("anonymousId", "anonymous_id")] {
         if let Some(v) = text_field(obj, field)? {
-            cells.push((column.into(), Value::Str(v)));
+            cells.push((column.into(), v.into()));
         }
     }
-    Ok(Common {
-        id,
-        client_id,
-        cells,
-    })
-}
-
-/// A top-level field that must be an object (or absent/null).
-pub(super) fn object_field<'a>(
-    obj: &Top<'a>,
-    field: &str,
-) -> Result<Option<RawObject<'a>>, Invalid> {
-    let code = match field {
-        "context" => "invalid_context",
-        "properties" => "invalid_properties",
-        "traits" => "invalid_traits",
-        _ => "invalid_field",
-    };
-    match obj.get(field).map(|r| r.get()) {
-        None | Some("null") => Ok(None),
-        // Accepted by the parser with the rest of the body.
-        Some(t) if t.starts_with('{') => obj
-            .object(t)
-            .unwrap_or_else(|| RawObject::of_valid(t))
-            .map(Some)
-            .map_err(|e| bad("invalid_json", field, e.to_string())),
-        Some(_) => Err(bad(code, field, format!("{field} must be an object"))),
-    }
+    Ok(Common { id, client_id })
 }
 
 /// An event's pieces before flattening: the standard cells so far, and its context and
 /// properties (or traits) objects.
 pub(super) struct Parts<'a> {
-    pub id: String,
+    pub id: Cow<'a, str>,
     pub client_id: bool,
     pub tracks: bool,
-    pub table: String,
-    pub standard: Vec<Cell>,
+    pub table: Cow<'a, str>,
+    /// Borrowing the body's text where they can; owned once finished ([`finish`]).
+    pub standard: Vec<CowCell<'a>>,
     pub context: Option<RawObject<'a>>,
     pub properties: Option<RawObject<'a>>,
     /// Field name of `properties` in error messages (`traits` for identify and group).
@@ -381,12 +308,17 @@ pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, Invalid>
         client_id,
         tracks,
         table,
-        mut standard,
+        standard,
         context,
         properties: props,
         properties_field,
         reserved,
     } = p;
+    let (id, table) = (id.into_owned(), table.into_owned());
+    let mut standard: Vec<Cell> = standard
+        .into_iter()
+        .map(|(name, value)| (name, value.into_owned()))
+        .collect();
     let fixed = standard.len();
     let mut losers = Vec::new();
     if let Some(ctx) = context {
@@ -436,31 +368,6 @@ pub(super) fn finish(p: Parts, max_columns: usize) -> Result<EventRows, Invalid>
     Ok(rows)
 }
 
-/// Longest accepted `messageId`, `userId` or `anonymousId`, in bytes.
-pub const MAX_ID_BYTES: usize = 1024;
-
-/// A string field, or a number given where Segment allows one (`userId: 42`).
-pub(super) fn text_field(obj: &Top, field: &str) -> Result<Option<String>, Invalid> {
-    match field_value(obj, field, "invalid_field")? {
-        None => Ok(None),
-        Some(FieldValue::Text(s)) if s.len() > MAX_ID_BYTES => Err(bad(
-            "invalid_field",
-            field,
-            format!("{field} must be at most {MAX_ID_BYTES} bytes"),
-        )),
-        Some(FieldValue::Text(s)) => Ok(Some(s.into_owned())),
-        // The number exactly as sent (`1e2`, `12345678901234567890123`), never re-spelled.
-        Some(FieldValue::Other(Json::Number(_))) => {
-            Ok(obj.get(field).map(|raw| raw.get().to_string()))
-        }
-        Some(FieldValue::Other(_)) => Err(bad(
-            "invalid_field",
-            field,
-            format!("{field} must be a string"),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,25 +412,6 @@ mod tests {
                 && std.contains(&"context_library_name")
                 && std.contains(&"user_id")
         );
-    }
-
-    #[test]
-    fn the_plain_string_shortcut_reads_what_the_parser_reads() {
-        for text in [
-            r#""abc""#,
-            r#""""#,
-            r#""h\u00e9llo""#,
-            r#""q\"""#,
-            "\"é ☃\"",
-            "\"a\u{1}b\"",
-            "null",
-            "12",
-            r#"{"a":1}"#,
-        ] {
-            let ours = json_value(text).ok();
-            let parser = serde_json::from_str::<Json>(text).ok();
-            assert_eq!(ours, parser, "{text:?}");
-        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
-//! Event ingestion after HTTP: validation ([`event`], its time columns [`event_time`], the
-//! Segment calls [`segment`]; a refusal is a [`crate::model::Invalid`]), limits ([`limits`]),
-//! duplicate suppression ([`dedup`]), budgets ([`admission`]), the write-ahead log
-//! ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`],
+//! Event ingestion after HTTP: validation ([`event`], its top-level [`fields`] and time columns
+//! [`event_time`], the Segment calls [`segment`]; a refusal is a [`crate::model::Invalid`]),
+//! limits ([`limits`]), duplicate suppression ([`dedup`]), budgets ([`admission`]), the
+//! write-ahead log ([`crate::wal`]), the [`dispatch`]er that hands logged events to per-team actors ([`team`],
 //! buffering in [`crate::warehouse::buffer`]) under a [`supervisor`], and flushing to the
 //! warehouse ([`flush`]). What the actors share is in [`ctx`], what they ask of the dispatcher in
 //! [`control`], so the dispatcher, the actors, the supervisor and the replay never import each
@@ -19,6 +19,7 @@ pub mod direct;
 pub mod dispatch;
 pub mod event;
 pub mod event_time;
+pub mod fields;
 pub mod flush;
 mod flush_encode;
 pub mod limits;

@@ -4,19 +4,19 @@
 //! `pages`, `screens`, `groups`, `aliases`).
 //! What the WAL keeps of a message, and replay from it, is [`super::logged`].
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
-use super::event::{
-    EventRows, FieldValue, Parts, bad, common_fields, event_name, field_value, finish,
-    object_field, text_field,
-};
+use super::event::{EventRows, Parts, STANDARD_ROOM, common_fields, event_name, finish};
 use super::event_time::TimeRule;
+use super::fields::{FieldValue, bad, field_value, object_field, text_field};
 use super::top_fields::Top;
 use crate::model::Invalid;
 use crate::model::flatten::Names;
 use crate::model::members::RawObject;
-use crate::model::value::{Cell, Value};
+use crate::model::value::{CowCell, ValueCow};
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,9 +110,9 @@ pub(super) fn message_parts<'a>(
     let rule = TimeRule::SkewCorrected {
         batch_sent_at: shared.sent_at,
     };
-    let common = common_fields(msg, received_at, id_override, rule)?;
-    if !common
-        .cells
+    let mut standard: Vec<CowCell<'a>> = Vec::with_capacity(STANDARD_ROOM);
+    let common = common_fields(msg, received_at, id_override, rule, &mut standard)?;
+    if !standard
         .iter()
         .any(|(c, _)| c == "user_id" || c == "anonymous_id")
     {
@@ -122,14 +122,14 @@ pub(super) fn message_parts<'a>(
             "every Segment call needs a userId or an anonymousId",
         ));
     }
-    // Room for every standard cell at once: the vector does not grow twice per message.
-    let mut standard: Vec<Cell> = Vec::with_capacity(3 + common.cells.len());
-    standard.push(("id".into(), Value::Str(common.id.clone())));
     let (table, tracks, properties_field) = match call {
         Call::Track => {
             let (text, table) = event_name(msg)?;
-            standard.push(("event".into(), Value::Str(table.clone())));
-            standard.push(("event_text".into(), Value::Str(text)));
+            let event_cells = [
+                ("event".into(), ValueCow::from(table.clone())),
+                ("event_text".into(), ValueCow::from(text)),
+            ];
+            standard.splice(0..0, event_cells);
             (table, true, "properties")
         }
         Call::Identify => ("identifies".into(), false, "traits"),
@@ -138,7 +138,8 @@ pub(super) fn message_parts<'a>(
         Call::Group => ("groups".into(), false, "traits"),
         Call::Alias => ("aliases".into(), false, "properties"),
     };
-    standard.extend(common.cells);
+    // The id and the event's cells go before the time and user cells read above.
+    standard.insert(0, ("id".into(), ValueCow::from(common.id.clone())));
     match call {
         Call::Page | Call::Screen => {
             let fields: &[(&str, &str)] = if call == Call::Page {
@@ -148,13 +149,13 @@ pub(super) fn message_parts<'a>(
             };
             for &(field, column) in fields {
                 if let Some(v) = text_field(msg, field)? {
-                    standard.push((column.into(), Value::Str(v)));
+                    standard.push((column.into(), v.into()));
                 }
             }
         }
         Call::Group => {
             let id = required_id(msg, "groupId", "missing_group_id", "group needs a groupId")?;
-            standard.push(("group_id".into(), Value::Str(id)));
+            standard.push(("group_id".into(), id.into()));
         }
         Call::Alias => {
             required_id(msg, "userId", "missing_user", "alias needs a userId")?;
@@ -164,7 +165,7 @@ pub(super) fn message_parts<'a>(
                 "missing_previous_id",
                 "alias needs a previousId",
             )?;
-            standard.push(("previous_id".into(), Value::Str(prev)));
+            standard.push(("previous_id".into(), prev.into()));
         }
         Call::Track | Call::Identify => {}
     }
@@ -228,12 +229,12 @@ fn message_call(msg: &Top, endpoint: Option<Call>) -> Result<Call, Invalid> {
     }
 }
 
-fn required_id(
-    msg: &Top,
+fn required_id<'a>(
+    msg: &Top<'a>,
     field: &str,
     code: &'static str,
     message: &str,
-) -> Result<String, Invalid> {
+) -> Result<Cow<'a, str>, Invalid> {
     text_field(msg, field)?
         .filter(|v| !v.is_empty())
         .ok_or_else(|| bad(code, field, message))
@@ -290,6 +291,7 @@ fn merged_context<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::value::Value;
 
     #[test]
     fn skew_correction_and_call_tables() {

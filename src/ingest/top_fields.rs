@@ -165,7 +165,7 @@ mod tests {
     }
 
     /// Values are checked as the message is parsed: a rule may then read a plain string's
-    /// text as its value (`event::get`).
+    /// text as its value (`fields::get`).
     #[test]
     fn a_raw_control_character_in_a_value_is_refused_at_parse() {
         for text in ["{\"event\":\"a\u{1}b\"}", "{\"event\":\"a\nb\"}"] {

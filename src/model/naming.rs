@@ -1,5 +1,7 @@
 //! Warehouse names (SPEC §4.2): snake_case, `[a-z0-9_]`, ≤ 128 chars, reserved-name rules.
 
+use std::borrow::Cow;
+
 /// Longest table or column name.
 pub const MAX_NAME_LEN: usize = 128;
 
@@ -110,11 +112,19 @@ pub const CALL_TABLES: &[&str] = &[
 /// The table an event lands in: `normalize(event)`, with the call tables (`tracks`,
 /// `identifies`, …) renamed to `<name>_event`. `None` when the name normalises to nothing.
 pub fn event_table(event: &str) -> Option<String> {
+    event_table_of(event).map(Cow::into_owned)
+}
+
+/// [`event_table`], borrowing `event` when it is its own table's name (the usual case).
+pub fn event_table_of(event: &str) -> Option<Cow<'_, str>> {
+    if is_normal(event) && !CALL_TABLES.contains(&event) {
+        return Some(Cow::Borrowed(event));
+    }
     let name = normalize(event);
     match name.as_str() {
         "" => None,
-        n if CALL_TABLES.contains(&n) => Some(format!("{n}_event")),
-        _ => Some(name),
+        n if CALL_TABLES.contains(&n) => Some(Cow::Owned(format!("{n}_event"))),
+        _ => Some(Cow::Owned(name)),
     }
 }
 
@@ -159,6 +169,42 @@ mod tests {
     fn reserved_names() {
         assert_eq!(event_table("Tracks").as_deref(), Some("tracks_event"));
         assert_eq!(event_table("???"), None);
+        // A name that is its own table's is borrowed; every other goes the long way, to the
+        // same table as normalising and renaming the call tables.
+        assert!(matches!(
+            event_table_of("scroll"),
+            Some(Cow::Borrowed("scroll"))
+        ));
+        for event in [
+            "scroll",
+            "tracks",
+            "Tracks",
+            "pages",
+            "page",
+            "a_b",
+            "a__b",
+            "_a",
+            "a_",
+            "1st",
+            "Add to Cart",
+            "été",
+            "",
+            "x",
+            "identifies",
+            "aliases_event",
+            &"b".repeat(200),
+        ] {
+            let long_way = match normalize(event).as_str() {
+                "" => None,
+                n if CALL_TABLES.contains(&n) => Some(format!("{n}_event")),
+                n => Some(n.to_string()),
+            };
+            assert_eq!(
+                event_table_of(event).map(Cow::into_owned),
+                long_way,
+                "{event:?}"
+            );
+        }
         assert_eq!(property_column("timestamp".into()), "property_timestamp");
         assert_eq!(property_column("context_ip".into()), "property_context_ip");
         assert_eq!(property_column("revenue".into()), "revenue");

@@ -58,6 +58,53 @@ pub enum ValueRef<'a> {
     Ts(i64),
 }
 
+/// A typed cell's value that borrows its text where it can (from the body it was read from)
+/// and owns it where the text had to be made (unescaped, or a new id).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ValueCow<'a> {
+    Borrowed(ValueRef<'a>),
+    Owned(Value),
+}
+
+impl ValueCow<'_> {
+    /// The value, its text borrowed.
+    pub fn value(&self) -> ValueRef<'_> {
+        match self {
+            ValueCow::Borrowed(v) => *v,
+            ValueCow::Owned(v) => v.as_ref(),
+        }
+    }
+
+    /// The value, owning its text.
+    pub fn into_owned(self) -> Value {
+        match self {
+            ValueCow::Owned(v) => v,
+            ValueCow::Borrowed(v) => match v {
+                ValueRef::Null => Value::Null,
+                ValueRef::Bool(b) => Value::Bool(b),
+                ValueRef::Int(i) => Value::Int(i),
+                ValueRef::Float(f) => Value::Float(f),
+                ValueRef::Str(s) => Value::Str(s.to_string()),
+                ValueRef::Ts(t) => Value::Ts(t),
+            },
+        }
+    }
+}
+
+/// Text, borrowed or owned as it was.
+impl<'a> From<std::borrow::Cow<'a, str>> for ValueCow<'a> {
+    fn from(text: std::borrow::Cow<'a, str>) -> Self {
+        match text {
+            std::borrow::Cow::Borrowed(s) => ValueCow::Borrowed(ValueRef::Str(s)),
+            std::borrow::Cow::Owned(s) => ValueCow::Owned(Value::Str(s)),
+        }
+    }
+}
+
+/// A named cell whose value may borrow its text: what a message's standard cells are while it
+/// is read.
+pub type CowCell<'a> = (Name, ValueCow<'a>);
+
 impl ValueRef<'_> {
     /// The column type this value asks for; `None` for null.
     pub fn column_type(&self) -> Option<ColumnType> {

@@ -15,28 +15,13 @@ use arrow::record_batch::RecordBatch;
 
 use super::column::{ColumnBuilder, finished_batch};
 use crate::model::schema::ColumnType;
-use crate::model::value::{Value, ValueRef};
-
-/// A value of a logged row: borrowed from the text it was read from, or owned.
-pub enum Logged<'a> {
-    Borrowed(ValueRef<'a>),
-    Owned(Value),
-}
-
-impl Logged<'_> {
-    pub fn value(&self) -> ValueRef<'_> {
-        match self {
-            Logged::Borrowed(v) => *v,
-            Logged::Owned(v) => v.as_ref(),
-        }
-    }
-}
+use crate::model::value::{ValueCow, ValueRef};
 
 /// One value: its column (a number the caller names in [`ColumnLog::finish`]) and its row.
 struct Entry<'a> {
     column: u32,
     row: u32,
-    value: Logged<'a>,
+    value: ValueCow<'a>,
 }
 
 /// A column while the log is read: its number, type, text bytes and rows filled.
@@ -61,7 +46,7 @@ impl<'a> ColumnLog<'a> {
     /// Logs a row of `(column, value)` pairs, each column at most once (a second value of one
     /// column in a row fails [`ColumnLog::finish`]). Nulls are left out: a column made only
     /// of nulls is no column, as in a `TableBuffer`.
-    pub fn push_row(&mut self, values: impl IntoIterator<Item = (u32, Logged<'a>)>) {
+    pub fn push_row(&mut self, values: impl IntoIterator<Item = (u32, ValueCow<'a>)>) {
         let row = self.rows;
         for (column, value) in values {
             if !matches!(value.value(), ValueRef::Null) {
@@ -191,7 +176,7 @@ impl<'a> ColumnLog<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::value::Cell;
+    use crate::model::value::{Cell, Value};
     use crate::warehouse::buffer::TableBuffer;
 
     /// Rows of values of every type, widening every way and in either order, with nulls and
@@ -225,7 +210,7 @@ mod tests {
         let mut log = ColumnLog::default();
         let mut buffer = TableBuffer::default();
         for row in &rows {
-            log.push_row(row.iter().map(|(c, v)| (*c, Logged::Owned(v.clone()))));
+            log.push_row(row.iter().map(|(c, v)| (*c, ValueCow::Owned(v.clone()))));
             let cells: Vec<Cell> = row
                 .iter()
                 .map(|(c, v)| (names[*c as usize].clone().into(), v.clone()))
@@ -288,7 +273,7 @@ mod tests {
                     .map(|(c, v)| (names[*c as usize].clone().into(), v.clone()))
                     .collect();
                 buffer.append(&cells).expect("appends");
-                log.push_row(row.into_iter().map(|(c, v)| (c, Logged::Owned(v))));
+                log.push_row(row.into_iter().map(|(c, v)| (c, ValueCow::Owned(v))));
             }
             let want = buffer.take_batch();
             let Some(logged) = log.finish(&names).expect("builds") else {
@@ -313,19 +298,19 @@ mod tests {
     fn a_column_given_twice_in_a_row_or_never_given_a_value() {
         let names = vec!["a".to_string()];
         let mut log = ColumnLog::default();
-        log.push_row([(0, Logged::Borrowed(ValueRef::Null))]);
+        log.push_row([(0, ValueCow::Borrowed(ValueRef::Null))]);
         assert_eq!(log.rows(), 1);
         assert!(log.finish(&names).expect("builds").is_none());
 
         let mut log = ColumnLog::default();
         log.push_row([
-            (0, Logged::Borrowed(ValueRef::Int(1))),
-            (0, Logged::Borrowed(ValueRef::Int(2))),
+            (0, ValueCow::Borrowed(ValueRef::Int(1))),
+            (0, ValueCow::Borrowed(ValueRef::Int(2))),
         ]);
         assert!(log.finish(&names).is_err());
 
         let mut log = ColumnLog::default();
-        log.push_row([(1, Logged::Borrowed(ValueRef::Int(1)))]);
+        log.push_row([(1, ValueCow::Borrowed(ValueRef::Int(1)))]);
         assert!(log.finish(&names).is_err(), "a column without a name");
 
         // A time outside the calendar cannot be text, in either order.
@@ -335,12 +320,12 @@ mod tests {
         ] {
             let mut log = ColumnLog::default();
             for v in values {
-                log.push_row([(0, Logged::Borrowed(v))]);
+                log.push_row([(0, ValueCow::Borrowed(v))]);
             }
             assert!(log.finish(&names).is_err());
         }
         let mut log = ColumnLog::default();
-        log.push_row([(0, Logged::Borrowed(ValueRef::Ts(i64::MAX)))]);
+        log.push_row([(0, ValueCow::Borrowed(ValueRef::Ts(i64::MAX)))]);
         assert!(log.finish(&names).expect("a time column").is_some());
     }
 }
