@@ -172,13 +172,10 @@ pub fn from_object(
         TimeRule::AsSent,
         &mut standard,
     )?;
-    standard.splice(
-        0..0,
-        [
-            ("id".into(), ValueCow::from(common.id.clone())),
-            ("event".into(), ValueCow::from(table.clone())),
-            ("event_text".into(), ValueCow::from(event_text)),
-        ],
+    lead_cells(
+        &mut standard,
+        common.id.clone(),
+        Some((table.clone(), event_text)),
     );
     let (id, client_id) = (common.id, common.client_id);
     let context = object_field(obj, "context")?;
@@ -236,6 +233,23 @@ pub(super) fn event_name<'a>(obj: &Top<'a>) -> Result<(Cow<'a, str>, Cow<'a, str
 /// Room for every standard cell of a message before its context: the id, the event's two or
 /// a call's own two, and the six of [`common_fields`]; so the vector is allocated once.
 pub(super) const STANDARD_ROOM: usize = 9;
+
+/// Puts the `id` cell and, for a track call, its `event` (the table's name) and `event_text`
+/// cells before the time and user cells [`common_fields`] pushed to `standard`.
+pub(super) fn lead_cells<'a>(
+    standard: &mut Vec<CowCell<'a>>,
+    id: Cow<'a, str>,
+    event: Option<(Cow<'a, str>, Cow<'a, str>)>,
+) {
+    let id = ("id".into(), ValueCow::from(id));
+    let event = event.into_iter().flat_map(|(table, text)| {
+        [
+            ("event".into(), ValueCow::from(table)),
+            ("event_text".into(), ValueCow::from(text)),
+        ]
+    });
+    standard.splice(0..0, std::iter::once(id).chain(event));
+}
 
 /// An event's id.
 pub(super) struct Common<'a> {

@@ -9,14 +9,16 @@ use std::borrow::Cow;
 use chrono::{DateTime, Utc};
 use serde_json::value::RawValue;
 
-use super::event::{EventRows, Parts, STANDARD_ROOM, common_fields, event_name, finish};
+use super::event::{
+    EventRows, Parts, STANDARD_ROOM, common_fields, event_name, finish, lead_cells,
+};
 use super::event_time::TimeRule;
 use super::fields::{FieldValue, bad, field_value, object_field, text_field};
 use super::top_fields::Top;
 use crate::model::Invalid;
 use crate::model::flatten::Names;
 use crate::model::members::RawObject;
-use crate::model::value::{CowCell, ValueCow};
+use crate::model::value::CowCell;
 
 /// A Segment call type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +127,11 @@ pub(super) fn message_parts<'a>(
     let (table, tracks, properties_field) = match call {
         Call::Track => {
             let (text, table) = event_name(msg)?;
-            let event_cells = [
-                ("event".into(), ValueCow::from(table.clone())),
-                ("event_text".into(), ValueCow::from(text)),
-            ];
-            standard.splice(0..0, event_cells);
+            lead_cells(
+                &mut standard,
+                common.id.clone(),
+                Some((table.clone(), text)),
+            );
             (table, true, "properties")
         }
         Call::Identify => ("identifies".into(), false, "traits"),
@@ -138,8 +140,9 @@ pub(super) fn message_parts<'a>(
         Call::Group => ("groups".into(), false, "traits"),
         Call::Alias => ("aliases".into(), false, "properties"),
     };
-    // The id and the event's cells go before the time and user cells read above.
-    standard.insert(0, ("id".into(), ValueCow::from(common.id.clone())));
+    if !tracks {
+        lead_cells(&mut standard, common.id.clone(), None);
+    }
     match call {
         Call::Page | Call::Screen => {
             let fields: &[(&str, &str)] = if call == Call::Page {
