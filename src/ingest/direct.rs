@@ -36,6 +36,7 @@ use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
 use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
 use crate::model::members::RawObject;
+use crate::model::reuse::recycle;
 use crate::model::value::{Name, Value, ValueCow, ValueRef};
 use crate::warehouse::column_log::ColumnLog;
 use crate::warehouse::unify;
@@ -566,18 +567,6 @@ impl<'a> Building<'a> {
         }
         unify::join(&parts).map(Some).map_err(|_| Unsupported)
     }
-}
-
-/// `room` emptied, as a vector of another element type of the same size and alignment (here,
-/// one type at two lifetimes): scratch vectors that borrow one message's text keep their
-/// allocation for the next message. Collecting a mapped `vec::IntoIter` into a vector reuses
-/// its allocation when the layouts match (std's in-place iteration); were it not to, this
-/// would allocate, and still be right.
-fn recycle<T, U>(mut room: Vec<T>) -> Vec<U> {
-    room.clear();
-    room.into_iter()
-        .map(|_| unreachable!("the vector is empty"))
-        .collect()
 }
 
 #[cfg(test)]
