@@ -10,27 +10,18 @@
 use foldhash::{HashMap, HashMapExt};
 use std::borrow::Cow;
 
+pub use super::column_names::{Names, column_name};
+
+use super::column_names;
 use super::invalid::Invalid;
 use super::members::RawObject;
-use super::naming;
 use super::unescape::string_value;
-use super::value::{Cell, Value};
+use super::value::{Cell, Name, Value};
 
 /// Objects nest into `a_b_c` columns up to this many keys deep; deeper ones become JSON text.
 pub const MAX_FLATTEN_DEPTH: usize = 3;
 /// The column holding values that lost a name collision.
 pub const UNMAPPED: &str = "_unmapped";
-
-/// How flattened names are finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Names {
-    /// Event properties: names of standard columns (and the `context_` space) get `property_`.
-    Property,
-    /// Like `Property`, and these extra standard columns of the table are reserved too.
-    PropertyReserving(&'static [&'static str]),
-    /// As they are (context columns, imports).
-    Plain,
-}
 
 /// Up to this many values, collisions are found by a scan instead of a map.
 const SCAN_LIMIT: usize = 16;
@@ -40,7 +31,7 @@ pub type Losers<'a> = Vec<(Vec<String>, &'a str)>;
 
 /// One value on its way to a column.
 struct Candidate<'a> {
-    column: String,
+    column: Name,
     /// The object it came from (an index into the `objects` of [`flatten`]).
     object: usize,
     key: Cow<'a, str>,
@@ -107,13 +98,13 @@ fn nested<'a>(
     let mut lost: Vec<usize> = Vec::new();
     for (i, c) in found.iter().enumerate() {
         let slot = match &slots {
-            Some(map) => map.get(c.column.as_str()).copied(),
+            Some(map) => map.get(&*c.column).copied(),
             None => winners.iter().position(|&w| found[w].column == c.column),
         };
         match slot {
             None => {
                 if let Some(map) = &mut slots {
-                    map.insert(&c.column, winners.len());
+                    map.insert(&*c.column, winners.len());
                 }
                 winners.push(i);
             }
@@ -139,7 +130,7 @@ fn nested<'a>(
         .map(|&i| {
             let c = &mut found[i];
             (
-                std::mem::take(&mut c.column).into(),
+                std::mem::take(&mut c.column),
                 std::mem::replace(&mut c.value, Value::Null),
             )
         })
@@ -161,25 +152,23 @@ fn flat_cells(
         return None;
     }
     let mut cells: Vec<Cell> = Vec::with_capacity(obj.0.len());
+    let mut joined = String::with_capacity(raw_prefix.len() + 32);
     for (key, text) in &obj.0 {
-        let joined = if raw_prefix.is_empty() {
-            key.to_string()
-        } else {
-            format!("{raw_prefix}_{key}")
-        };
-        if !naming::is_normal(&joined) {
+        joined.clear();
+        if !raw_prefix.is_empty() {
+            joined.push_str(raw_prefix);
+            joined.push('_');
+        }
+        joined.push_str(key);
+        let (column, normal) = column_names::column(&joined, names);
+        if !normal {
             return None;
         }
-        let column = match names {
-            Names::Property => naming::property_column(joined),
-            Names::PropertyReserving(extra) => naming::property_column_reserving(joined, extra),
-            Names::Plain => joined,
-        };
         if cells.iter().any(|(c, _)| *c == column) {
             return None;
         }
         match typed(text) {
-            Ok(value) => cells.push((column.into(), value)),
+            Ok(value) => cells.push((column, value)),
             Err(e) => return Some(Err(e)),
         }
     }
@@ -258,7 +247,7 @@ fn collect<'a>(
                 continue;
             }
         }
-        let column = column_name(&joined, names);
+        let (column, _) = column_names::column(&joined, names);
         out.push(Candidate {
             column,
             object,
@@ -268,17 +257,6 @@ fn collect<'a>(
         });
     }
     Ok(())
-}
-
-/// The column of a value at `joined`, its key path joined with `_` (`context_page_path`), as
-/// `names` finishes it.
-pub fn column_name(joined: &str, names: Names) -> String {
-    let name = naming::normalize(joined);
-    match names {
-        Names::Property => naming::property_column(name),
-        Names::PropertyReserving(extra) => naming::property_column_reserving(name, extra),
-        Names::Plain => name,
-    }
 }
 
 /// The typed value of one JSON value's text.
