@@ -4,15 +4,16 @@
 //! once and lends the name from then on, where every value of every event otherwise normalised
 //! and allocated its name, and the team buffer freed it (BENCHMARKS.md, thirtieth session).
 //!
-//! Kept names are never freed: at most [`KEPT_BYTES`] of them in the process, and at most
-//! [`THREAD_NAMES`] paths a thread. Past either bound a name is made as before, owned, so a
+//! Kept names are never freed. The process keeps each distinct name once, shared by its
+//! threads, at most [`KEPT_BYTES`] of them; a thread remembers at most [`THREAD_NAMES`] paths,
+//! each at most [`KEPT_PATH`] bytes long. Past any bound a name is made as before, owned, so a
 //! source that sends endless distinct keys costs what it did and holds no more.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{LazyLock, Mutex};
 
-use foldhash::HashMap;
+use foldhash::{HashMap, HashSet};
 
 use super::naming;
 use super::value::Name;
@@ -28,14 +29,25 @@ pub enum Names {
     Plain,
 }
 
-/// Bytes of names the process keeps, at most.
+/// Bytes of names (their text) the process keeps, at most.
 pub const KEPT_BYTES: usize = 4 << 20;
 
-/// Key paths a thread remembers, at most (with their keys, ~100 bytes each).
+/// Key paths a thread remembers, at most.
 pub const THREAD_NAMES: usize = 4096;
 
-/// Bytes of names kept so far.
-static KEPT: AtomicUsize = AtomicUsize::new(0);
+/// The longest joined key path a thread remembers: with [`THREAD_NAMES`], a thread's map holds
+/// at most ~1 MiB of paths.
+pub const KEPT_PATH: usize = 128;
+
+/// The names the process keeps, each once, whichever thread kept it first.
+#[derive(Default)]
+struct Interned {
+    names: HashSet<&'static str>,
+    /// Their bytes.
+    bytes: usize,
+}
+
+static INTERNED: LazyLock<Mutex<Interned>> = LazyLock::new(Mutex::default);
 
 /// A key path's column, as kept.
 #[derive(Clone, Copy)]
@@ -116,17 +128,10 @@ fn keep(joined: &str, name: String, normal: bool, key: Finishing) -> Result<&'st
     let full = KNOWN
         .try_with(|known| known.borrow().len >= THREAD_NAMES)
         .unwrap_or(true);
-    if full || name.is_empty() {
+    if full || name.is_empty() || joined.len() > KEPT_PATH {
         return Err(name);
     }
-    let bytes = name.len();
-    let room = KEPT.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |kept| {
-        (kept + bytes <= KEPT_BYTES).then_some(kept + bytes)
-    });
-    if room.is_err() {
-        return Err(name);
-    }
-    let kept: &'static str = Box::leak(name.into_boxed_str());
+    let kept = intern(name, KEPT_BYTES)?;
     let _ = KNOWN.try_with(|known| {
         let mut known = known.borrow_mut();
         let at = match known.by_finishing.iter().position(|f| f.finishing == key) {
@@ -147,9 +152,25 @@ fn keep(joined: &str, name: String, normal: bool, key: Finishing) -> Result<&'st
     Ok(kept)
 }
 
+/// `name` as the process keeps it: the copy kept already, or a new one while the names kept
+/// stay within `bound` bytes (`Err` gives it back).
+fn intern(name: String, bound: usize) -> Result<&'static str, String> {
+    let mut interned = INTERNED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(&kept) = interned.names.get(name.as_str()) {
+        return Ok(kept);
+    }
+    if interned.bytes + name.len() > bound {
+        return Err(name);
+    }
+    interned.bytes += name.len();
+    let kept: &'static str = Box::leak(name.into_boxed_str());
+    interned.names.insert(kept);
+    Ok(kept)
+}
+
 /// Bytes of names kept in the process so far.
 pub fn kept_bytes() -> usize {
-    KEPT.load(Ordering::Relaxed)
+    INTERNED.lock().unwrap_or_else(|p| p.into_inner()).bytes
 }
 
 #[cfg(test)]
@@ -190,8 +211,19 @@ mod tests {
         }
     }
 
-    /// Past the paths a thread keeps, names are made as before, owned, and stay right; the
-    /// process-wide bytes never pass their bound.
+    /// Two reserving lists of one length are two ways of finishing: neither lends the other
+    /// its names.
+    #[test]
+    fn reserving_lists_are_told_apart() {
+        let name = Names::PropertyReserving(&["name"]);
+        let group = Names::PropertyReserving(&["group_id"]);
+        assert_eq!(column("name", name).0, "property_name");
+        assert_eq!(column("name", group).0, "name");
+        assert_eq!(column("group_id", group).0, "property_group_id");
+        assert_eq!(column("group_id", name).0, "group_id");
+    }
+
+    /// Past the paths a thread keeps, names are made as before, owned, and stay right.
     #[test]
     fn past_a_thread_s_bound_names_are_owned() {
         std::thread::spawn(|| {
@@ -210,9 +242,44 @@ mod tests {
                 column("keyNumber0", Names::Plain).0,
                 Cow::Borrowed(_)
             ));
-            assert!(kept_bytes() <= KEPT_BYTES);
         })
         .join()
         .unwrap();
+    }
+
+    /// A path longer than a thread remembers is named as before, owned.
+    #[test]
+    fn a_long_path_is_not_kept() {
+        let long = format!("longKey{}", "x".repeat(KEPT_PATH));
+        let (name, normal) = column(&long, Names::Plain);
+        assert_eq!(name, column_name(&long, Names::Plain));
+        assert!(!normal);
+        assert!(matches!(name, Cow::Owned(_)));
+    }
+
+    /// A name is kept once for the process: a thread that meets it after another lends the
+    /// other's copy, so threads that come and go do not spend the bound again.
+    #[test]
+    fn a_name_is_kept_once_for_all_threads() {
+        let kept_on = || {
+            std::thread::spawn(|| match column("sharedAcrossThreads", Names::Plain).0 {
+                Cow::Borrowed(name) => name.as_ptr() as usize,
+                Cow::Owned(_) => panic!("not kept"),
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(kept_on(), kept_on());
+    }
+
+    /// Past the process's bound a new name is given back, to be owned; one kept already is
+    /// lent whatever the bound.
+    #[test]
+    fn past_the_process_s_bound_new_names_are_given_back() {
+        let fresh = "a_name_no_other_test_keeps".to_string();
+        // The bytes kept only grow, so no room stays no room.
+        assert_eq!(intern(fresh.clone(), kept_bytes()), Err(fresh.clone()));
+        let kept = intern(fresh.clone(), usize::MAX).unwrap();
+        assert_eq!(intern(fresh, 0), Ok(kept));
     }
 }
