@@ -30,14 +30,14 @@ pub enum Names {
 }
 
 /// Bytes of names (their text) the process keeps, at most.
-pub const KEPT_BYTES: usize = 4 << 20;
+const KEPT_BYTES: usize = 4 << 20;
 
 /// Key paths a thread remembers, at most.
-pub const THREAD_NAMES: usize = 4096;
+const THREAD_NAMES: usize = 4096;
 
 /// The longest joined key path a thread remembers: with [`THREAD_NAMES`], a thread's map holds
 /// at most ~1 MiB of paths.
-pub const KEPT_PATH: usize = 128;
+const KEPT_PATH: usize = 128;
 
 /// The names the process keeps, each once, whichever thread kept it first.
 #[derive(Default)]
@@ -57,17 +57,9 @@ struct Kept {
     normal: bool,
 }
 
-/// A way of finishing names ([`Names`]), told apart from the others: a reserving list by its
-/// address and length (they are statics; one list at two addresses only costs a second entry).
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Finishing {
-    list: usize,
-    len: usize,
-}
-
-/// The columns of the joined paths one way of finishing made.
+/// The columns of the joined paths one way of finishing names made.
 struct Finished {
-    finishing: Finishing,
+    names: Names,
     columns: HashMap<Box<str>, Kept>,
 }
 
@@ -81,15 +73,6 @@ struct Known {
 
 thread_local! {
     static KNOWN: RefCell<Known> = RefCell::new(Known::default());
-}
-
-fn finishing(names: Names) -> Finishing {
-    let (list, len) = match names {
-        Names::Property => (0, 1),
-        Names::Plain => (0, 2),
-        Names::PropertyReserving(extra) => (extra.as_ptr() as usize, extra.len()),
-    };
-    Finishing { list, len }
 }
 
 /// The column of a value at `joined`, its key path joined with `_` (`context_page_path`), as
@@ -106,10 +89,9 @@ pub fn column_name(joined: &str, names: Names) -> String {
 /// [`column_name`] of `joined`, borrowed from the names kept when it is one, and whether
 /// `joined` was its own normal form ([`naming::is_normal`]).
 pub fn column(joined: &str, names: Names) -> (Name, bool) {
-    let key = finishing(names);
     let hit = KNOWN.try_with(|known| {
         let known = known.borrow();
-        let finished = known.by_finishing.iter().find(|f| f.finishing == key)?;
+        let finished = known.by_finishing.iter().find(|f| f.names == names)?;
         finished.columns.get(joined).copied()
     });
     if let Ok(Some(kept)) = hit {
@@ -117,14 +99,14 @@ pub fn column(joined: &str, names: Names) -> (Name, bool) {
     }
     let normal = naming::is_normal(joined);
     let name = column_name(joined, names);
-    match keep(joined, name, normal, key) {
+    match keep(joined, name, normal, names) {
         Ok(kept) => (Cow::Borrowed(kept), normal),
         Err(name) => (Cow::Owned(name), normal),
     }
 }
 
 /// Keeps `name` as the column of `joined` on this thread; `Err` gives it back past a bound.
-fn keep(joined: &str, name: String, normal: bool, key: Finishing) -> Result<&'static str, String> {
+fn keep(joined: &str, name: String, normal: bool, names: Names) -> Result<&'static str, String> {
     let full = KNOWN
         .try_with(|known| known.borrow().len >= THREAD_NAMES)
         .unwrap_or(true);
@@ -134,11 +116,11 @@ fn keep(joined: &str, name: String, normal: bool, key: Finishing) -> Result<&'st
     let kept = intern(name, KEPT_BYTES)?;
     let _ = KNOWN.try_with(|known| {
         let mut known = known.borrow_mut();
-        let at = match known.by_finishing.iter().position(|f| f.finishing == key) {
+        let at = match known.by_finishing.iter().position(|f| f.names == names) {
             Some(at) => at,
             None => {
                 known.by_finishing.push(Finished {
-                    finishing: key,
+                    names,
                     columns: HashMap::default(),
                 });
                 known.by_finishing.len() - 1
@@ -169,7 +151,8 @@ fn intern(name: String, bound: usize) -> Result<&'static str, String> {
 }
 
 /// Bytes of names kept in the process so far.
-pub fn kept_bytes() -> usize {
+#[cfg(test)]
+fn kept_bytes() -> usize {
     INTERNED.lock().unwrap_or_else(|p| p.into_inner()).bytes
 }
 

@@ -154,12 +154,7 @@ fn flat_cells(
     let mut cells: Vec<Cell> = Vec::with_capacity(obj.0.len());
     let mut joined = String::with_capacity(raw_prefix.len() + 32);
     for (key, text) in &obj.0 {
-        joined.clear();
-        if !raw_prefix.is_empty() {
-            joined.push_str(raw_prefix);
-            joined.push('_');
-        }
-        joined.push_str(key);
+        join_path(&mut joined, raw_prefix, key);
         let (column, normal) = column_names::column(&joined, names);
         if !normal {
             return None;
@@ -216,12 +211,7 @@ fn collect<'a>(
             )
             .field(field_path(field, objects, object, key)));
         }
-        joined.clear();
-        if !raw_prefix.is_empty() {
-            joined.push_str(raw_prefix);
-            joined.push('_');
-        }
-        joined.push_str(key);
+        join_path(&mut joined, raw_prefix, key);
         if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
             // The text was accepted by the parser with the rest of the body.
             let inner = RawObject::of_valid(text).map_err(|e| {
@@ -257,6 +247,16 @@ fn collect<'a>(
         });
     }
     Ok(())
+}
+
+/// `key` joined under `prefix` with `_` (`context_page`), into `joined`.
+fn join_path(joined: &mut String, prefix: &str, key: &str) {
+    joined.clear();
+    if !prefix.is_empty() {
+        joined.push_str(prefix);
+        joined.push('_');
+    }
+    joined.push_str(key);
 }
 
 /// The typed value of one JSON value's text.
