@@ -27,6 +27,7 @@ mod fidelity_regressions;
 mod formats;
 mod fresh;
 mod fresh_cluster;
+mod gather;
 mod hardening;
 mod import;
 mod orphans;

@@ -54,6 +54,9 @@ pub struct IngestConfig {
     /// Whether a batch's rows are built straight from its text into a batch per table
     /// (`crate::ingest::direct`); `false`: value by value into cells first, as before.
     pub direct_build: bool,
+    /// Whether single events of one team that arrive while others wait are logged together,
+    /// one submission for all of them (`crate::ingest::gather`); `false`: each on its own.
+    pub gather_single: bool,
 }
 
 impl Default for IngestConfig {
@@ -71,6 +74,7 @@ impl Default for IngestConfig {
             retry_after: HumanDuration(Duration::from_secs(1)),
             idle_timeout: HumanDuration(Duration::from_secs(300)),
             direct_build: true,
+            gather_single: true,
         }
     }
 }

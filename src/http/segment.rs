@@ -212,6 +212,7 @@ async fn accept(
                     rows,
                     body: record.body,
                     flags: record.flags,
+                    received_at: None,
                 })
             }
             Err(e) if call.is_some() => return Err(e),
@@ -267,6 +268,7 @@ fn built_directly(
                 rows: EventRows::unbuilt(b.id, b.client_id),
                 body: record.body,
                 flags: record.flags,
+                received_at: None,
             }
         })
         .collect();

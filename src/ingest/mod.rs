@@ -21,6 +21,8 @@ pub mod event;
 pub mod event_time;
 pub mod fields;
 pub mod flush;
+mod gather;
+pub use gather::GatherCounts;
 mod flush_encode;
 pub mod limits;
 pub mod logged;
@@ -57,7 +59,7 @@ use progress::Progress;
 use team::AppendError;
 
 /// Why an event was not accepted.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum IngestError {
     /// The team's buffer budget is full (429).
     #[error("team buffer full")]
@@ -121,6 +123,10 @@ pub struct Ingest {
     fresh_timeout: std::time::Duration,
     /// Longest a request waits for room in the budgets (`ingest.admission_wait`).
     admission_wait: std::time::Duration,
+    /// Whether single events are gathered (`ingest.gather_single`).
+    gather_single: bool,
+    /// Single events waiting to be logged together, by team.
+    gathering: gather::Gathering,
 }
 
 impl Ingest {
@@ -240,6 +246,8 @@ impl Ingest {
             dispatcher: std::sync::Mutex::new(Some(handle)),
             fresh_timeout: config.read.fresh_timeout.0,
             admission_wait: config.ingest.admission_wait.0,
+            gather_single: config.ingest.gather_single,
+            gathering: gather::Gathering::default(),
         });
         let me = ingest.clone();
         tokio::task::spawn_blocking(move || me.replay(recovered, watermarks, data_tx));

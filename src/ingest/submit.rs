@@ -29,6 +29,25 @@ pub struct Item {
     pub body: Bytes,
     /// Extra record flags (`FLAG_SEGMENT` for Segment messages).
     pub flags: u8,
+    /// When it was received, if not when its submission was: an event gathered with others
+    /// ([`super::gather`]) keeps its own time in its WAL record.
+    pub received_at: Option<i64>,
+}
+
+/// A refusal before anything was logged, with the events not logged (each with its index in
+/// the submission): a gathered submission answers them one by one instead ([`super::gather`]).
+pub(super) struct Refused {
+    pub error: BatchError,
+    pub items: Vec<(usize, Item)>,
+}
+
+impl Refused {
+    fn all(error: IngestError, items: Vec<Item>) -> Refused {
+        Refused {
+            error: error.into(),
+            items: items.into_iter().enumerate().collect(),
+        }
+    }
 }
 
 /// A batch's rows built on the request's task ([`super::direct`]): its items carry their ids
@@ -71,6 +90,7 @@ impl Ingest {
             rows,
             body,
             flags: 0,
+            received_at: None,
         };
         let out = self
             .submit_batch(team, vec![item], received_at, wait)
@@ -88,6 +108,13 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<Vec<Accepted>, BatchError> {
+        if items.len() == 1 && wait == Wait::Ack && self.gather_single {
+            let item = items.into_iter().next().expect("one item");
+            return self
+                .gathered(team, item, received_at)
+                .await
+                .map(|a| vec![a]);
+        }
         self.submit_built(team, items, None, received_at, wait)
             .await
     }
@@ -115,11 +142,25 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<Vec<Accepted>, BatchError> {
+        self.submit_items(team, items, prebuilt, received_at, wait)
+            .await
+            .map_err(|r| r.error)
+    }
+
+    /// [`Ingest::submit_built`], giving back the events a refusal left unlogged.
+    pub(super) async fn submit_items(
+        self: &Arc<Self>,
+        team: &TeamId,
+        items: Vec<Item>,
+        prebuilt: Option<Prebuilt>,
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Vec<Accepted>, Refused> {
         if self.closing.load(Ordering::Acquire) {
-            return Err(IngestError::ShuttingDown.into());
+            return Err(Refused::all(IngestError::ShuttingDown, items));
         }
         if !self.is_ready() {
-            return Err(IngestError::Recovering.into());
+            return Err(Refused::all(IngestError::Recovering, items));
         }
         if let Err(wait) = self
             .ctx
@@ -127,7 +168,7 @@ impl Ingest {
             .take(team, items.len(), std::time::Instant::now())
         {
             metrics::counter!("stowage_rate_limited_total").increment(1);
-            return Err(IngestError::RateLimited(wait).into());
+            return Err(Refused::all(IngestError::RateLimited(wait), items));
         }
         // Claim every client id. If another request is logging one of them right now, give
         // ours back, wait for its outcome, and claim again: a batch never waits while it holds
@@ -160,8 +201,13 @@ impl Ingest {
         // Everything up to the WAL append is synchronous, on the request's own task, and the
         // wait for the fsync is guarded — dropped early (the client went away), the guard
         // settles the claims and the budget in a task of its own.
-        if let Some(inflight) = self.begin(team, fresh, prebuilt, received_at, wait)? {
-            inflight.finish().await?;
+        let begun = self.begin(team, fresh, prebuilt, received_at, wait);
+        let inflight = begun.map_err(|(error, items)| Refused { error, items })?;
+        if let Some(inflight) = inflight {
+            inflight.finish().await.map_err(|error| Refused {
+                error,
+                items: Vec::new(),
+            })?;
         }
         Ok(outcome)
     }
@@ -205,7 +251,8 @@ impl Ingest {
 
     /// Limits, budgets and the WAL append of claimed events (all synchronous). `None` when
     /// there is nothing to wait for (nothing to log, or a buffered acknowledgement: the claims
-    /// are settled already); otherwise the append in flight, to [`Inflight::finish`].
+    /// are settled already); otherwise the append in flight, to [`Inflight::finish`]. Refused,
+    /// with the events when none was logged.
     fn begin(
         self: &Arc<Self>,
         team: &TeamId,
@@ -213,7 +260,7 @@ impl Ingest {
         prebuilt: Option<Prebuilt>,
         received_at: i64,
         wait: Wait,
-    ) -> Result<Option<Inflight>, BatchError> {
+    ) -> Result<Option<Inflight>, Unlogged> {
         if items.is_empty() {
             return Ok(None);
         }
@@ -228,9 +275,9 @@ impl Ingest {
         }
         let (total, ack) = match self.append(team, batch, prebuilt, received_at, wait) {
             Ok(x) => x,
-            Err(e) => {
+            Err(unlogged) => {
                 claims.settle(false);
-                return Err(e);
+                return Err(unlogged);
             }
         };
         let Some(ack) = ack else {
@@ -248,7 +295,7 @@ impl Ingest {
     }
 
     /// Limits, budgets and the WAL append; the admitted bytes and the acknowledgement to wait
-    /// for (none for a buffered acknowledgement).
+    /// for (none for a buffered acknowledgement). Refused before the append, with the events.
     #[allow(clippy::type_complexity)]
     fn append(
         &self,
@@ -257,7 +304,7 @@ impl Ingest {
         prebuilt: Option<Prebuilt>,
         received_at: i64,
         wait: Wait,
-    ) -> Result<(u64, Option<Receipt>), BatchError> {
+    ) -> Result<(u64, Option<Receipt>), Unlogged> {
         // The budget first: a batch refused for want of room (429/503) must leave no trace
         // in the table and column limits.
         let sizes: Vec<u64> = match &prebuilt {
@@ -266,13 +313,13 @@ impl Ingest {
         };
         let total: u64 = sizes.iter().sum();
         let budget = self.ctx.tuning.get(team).budget;
-        self.ctx
-            .admission
-            .admit(team, total, budget)
-            .map_err(|r| match r {
+        if let Err(r) = self.ctx.admission.admit(team, total, budget) {
+            let e = match r {
                 Refusal::Team => IngestError::TeamBufferFull,
                 Refusal::Global => IngestError::Overloaded,
-            })?;
+            };
+            return Err((e.into(), items));
+        }
         let direct = prebuilt.is_some();
         let rebuild = |e: IngestError| {
             self.ctx.admission.release(team, total);
@@ -284,9 +331,10 @@ impl Ingest {
         let mut plan = if let Some(p) = prebuilt {
             let mut logged = vec![false; p.sizes.len()];
             items.iter().for_each(|(i, _)| logged[*i] = true);
-            let tables =
-                direct::rows_of(p.tables, &logged).map_err(|_| rebuild(IngestError::Rebuild))?;
-            Some(bulk::Plan::whole(tables, items.len()))
+            match direct::rows_of(p.tables, &logged) {
+                Ok(tables) => Some(bulk::Plan::whole(tables, items.len())),
+                Err(_) => return Err((rebuild(IngestError::Rebuild), items)),
+            }
         } else {
             (items.len() >= bulk::MIN_EVENTS)
                 .then(|| {
@@ -315,7 +363,7 @@ impl Ingest {
         let limited = match gathered {
             Ok(true) => Ok(()),
             // Prebuilt rows' events have no cells to find the one at fault.
-            Ok(false) if direct => return Err(rebuild(IngestError::Rebuild)),
+            Ok(false) if direct => return Err((rebuild(IngestError::Rebuild), items)),
             Ok(false) => {
                 self.limits
                     .admit_all(team, items.iter().map(|(i, it)| (*i, &it.rows)), true)
@@ -324,11 +372,12 @@ impl Ingest {
         };
         if let Err((index, e)) = limited {
             self.ctx.admission.release(team, total);
-            return Err(BatchError {
+            let error = BatchError {
                 // Only a limit is the fault of one event; an internal failure is not.
                 index: (!matches!(e, AppendError::Internal(_))).then_some(index),
                 error: e.into(),
-            });
+            };
+            return Err((error, items));
         }
         // Buffered acks only while the log can be written: once a write failed, every event
         // waits for its own write, so nothing is acknowledged that the log could not hold.
@@ -383,7 +432,7 @@ impl Ingest {
                 Entry {
                     team: team.clone(),
                     flags,
-                    received_at,
+                    received_at: it.received_at.unwrap_or(received_at),
                     id,
                     body: it.body,
                     payload,
@@ -394,11 +443,15 @@ impl Ingest {
             Ok(receipt) => Ok((total, receipt)),
             Err(e) => {
                 self.ctx.admission.release(team, total);
-                Err(IngestError::from(e).into())
+                Err((IngestError::from(e).into(), Vec::new()))
             }
         }
     }
 }
+
+/// A refusal before the WAL append, with the events it left unlogged (none when the append
+/// itself failed).
+type Unlogged = (BatchError, Vec<(usize, Item)>);
 
 /// Events a duplicate of which another request is logging right now.
 type Waiting = (usize, Item, tokio::sync::watch::Receiver<Outcome>);

@@ -31,6 +31,11 @@ impl Group {
         }
     }
 
+    /// Whether the group's outcome is known.
+    pub fn is_complete(&self) -> bool {
+        self.outcome.get().is_some()
+    }
+
     pub(super) fn complete(&self, outcome: Result<(), WalError>) {
         let _ = self.outcome.set(outcome);
         self.done.notify_waiters();
@@ -112,6 +117,12 @@ impl<T> Queue<T> {
             self.wake.notify_one();
         }
         Ok(receipt)
+    }
+
+    /// The group the writer took last, while it is not complete.
+    pub fn writing(&self) -> Option<Arc<Group>> {
+        let s = self.state.lock().expect("wal queue lock");
+        s.taken.clone().filter(|g| !g.is_complete())
     }
 
     /// The next sequence number to be assigned.

@@ -223,6 +223,12 @@ impl<T: Send + 'static> Wal<T> {
         self.queue.next_seq()
     }
 
+    /// The commit group the writer is writing now, if any: appends queued before it completes
+    /// wait for the write after it anyway.
+    pub fn writing(&self) -> Option<Arc<Group>> {
+        self.queue.writing()
+    }
+
     /// Deletes closed segments whose records are all below `min_uncommitted`, archiving their
     /// client ids first. Blocking file I/O: call it off the async loop. The segment list is locked
     /// only to pick the segments, never during I/O, so the writer is not held up.

@@ -1,0 +1,238 @@
+//! Single events of one team logged together: each request queues its validated event here
+//! and waits for its own answer, and one task takes every event queued so far and submits them
+//! as one batch ([`Ingest::submit_items`]: one rate-limit take, one dedup claim, one budget
+//! admission, one limits check, one WAL append, and, from [`bulk::MIN_EVENTS`] events, their
+//! rows built into a batch per table that the team's actor takes whole). The requests ready on
+//! a runtime worker queue their events before the task that takes them runs (it yields first),
+//! so under load a submission holds about the events that arrived during the previous one;
+//! alone, an event waits one turn of the scheduler.
+//!
+//! Each event keeps its own answer. A refusal that can be one event's alone (a limit, the
+//! budget, the rate limit) sends the events it left unlogged through the usual way one by one,
+//! so each gets the answer it would have had on its own; a failed WAL write fails them all, as
+//! it fails every event of its commit group. Two events with the same `messageId` are never in
+//! one submission: a later one is submitted once the first's outcome is known, and dedup answers
+//! it. Each event's WAL record keeps the time its own request was received.
+//!
+//! [`bulk::MIN_EVENTS`]: super::bulk::MIN_EVENTS
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+use tokio::sync::oneshot;
+
+use super::submit::{BatchError, Item, Refused};
+use super::team::AppendError;
+use super::{Accepted, Ingest, IngestError, Wait};
+use crate::config::AckMode;
+use crate::model::TeamId;
+
+/// Most events one submission takes; the rest go in the next, started at once.
+const MOST: usize = 512;
+
+/// An event waiting for its submission.
+struct Waiter {
+    /// The event, with the time its request was received.
+    item: Item,
+    reply: oneshot::Sender<Result<Accepted, IngestError>>,
+}
+
+/// One team's queue.
+#[derive(Default)]
+struct Queue {
+    waiters: Vec<Waiter>,
+    /// A task is started that will take the queue.
+    led: bool,
+}
+
+/// The queues of every team that sent single events since start (a few dozen bytes a team).
+#[derive(Default)]
+pub(super) struct Gathering {
+    teams: DashMap<TeamId, Arc<Mutex<Queue>>>,
+    counts: Counts,
+}
+
+#[derive(Default)]
+struct Counts {
+    submissions: AtomicU64,
+    events: AtomicU64,
+    alone: AtomicU64,
+}
+
+/// What gathering did since start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GatherCounts {
+    /// Submissions of gathered events.
+    pub submissions: u64,
+    /// Events in them.
+    pub events: u64,
+    /// Events submitted again on their own after their submission was refused, and repeats of
+    /// a client id.
+    pub alone: u64,
+}
+
+impl Gathering {
+    fn queue(&self, team: &TeamId) -> Arc<Mutex<Queue>> {
+        if let Some(q) = self.teams.get(team) {
+            return q.clone();
+        }
+        self.teams.entry(team.clone()).or_default().clone()
+    }
+
+    /// Queues `waiter`; `true` when no task is started to take the queue yet.
+    fn join(&self, team: &TeamId, waiter: Waiter) -> bool {
+        let queue = self.queue(team);
+        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.waiters.push(waiter);
+        !std::mem::replace(&mut q.led, true)
+    }
+
+    /// The events to submit now, and whether more wait (another task is to take them).
+    fn take(&self, team: &TeamId) -> (Vec<Waiter>, bool) {
+        let queue = self.queue(team);
+        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = if q.waiters.len() <= MOST {
+            std::mem::take(&mut q.waiters)
+        } else {
+            q.waiters.drain(..MOST).collect()
+        };
+        q.led = !q.waiters.is_empty();
+        (taken, q.led)
+    }
+}
+
+impl Ingest {
+    /// What gathering single events did since start.
+    pub fn gather_counts(&self) -> GatherCounts {
+        let c = &self.gathering.counts;
+        GatherCounts {
+            submissions: c.submissions.load(Ordering::Relaxed),
+            events: c.events.load(Ordering::Relaxed),
+            alone: c.alone.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Submits one event with the others of its team queued meanwhile; its own answer.
+    pub(super) async fn gathered(
+        self: &Arc<Self>,
+        team: &TeamId,
+        mut item: Item,
+        received_at: i64,
+    ) -> Result<Accepted, BatchError> {
+        item.received_at.get_or_insert(received_at);
+        let (reply, answer) = oneshot::channel();
+        if self.gathering.join(team, Waiter { item, reply }) {
+            self.lead(team);
+        }
+        match answer.await {
+            Ok(result) => result.map_err(BatchError::from),
+            // The submitting task panicked: the events it took were not acknowledged.
+            Err(_) => Err(IngestError::from(AppendError::Internal(
+                "the submission of this event failed".into(),
+            ))
+            .into()),
+        }
+    }
+
+    /// Starts the task that takes `team`'s queue.
+    fn lead(self: &Arc<Self>, team: &TeamId) {
+        let (me, team) = (self.clone(), team.clone());
+        tokio::spawn(async move {
+            // Durable acks: events queued while the log writes its current group wait for
+            // the next one anyway, so they are taken together once it is written. With no
+            // write under way (or acks that do not wait for it), the requests ready now queue
+            // theirs first.
+            let writing = (me.ack == AckMode::Durable).then(|| me.wal.writing());
+            match writing.flatten() {
+                Some(group) => {
+                    let _ = group.wait().await;
+                }
+                None => tokio::task::yield_now().await,
+            }
+            let (waiters, more) = me.gathering.take(&team);
+            if more {
+                me.lead(&team);
+            }
+            me.submit_gathered(&team, waiters).await;
+        });
+    }
+
+    /// Submits `waiters`' events as one batch and answers each.
+    async fn submit_gathered(self: &Arc<Self>, team: &TeamId, waiters: Vec<Waiter>) {
+        // A client id met again waits for the first's outcome.
+        let mut ids = HashSet::new();
+        let (waiters, repeats): (Vec<Waiter>, Vec<Waiter>) = waiters
+            .into_iter()
+            .partition(|w| !w.item.rows.client_id || ids.insert(w.item.rows.id.clone()));
+        if !waiters.is_empty() {
+            self.submit_together(team, waiters).await;
+        }
+        for w in repeats {
+            self.submit_alone(team, w);
+        }
+    }
+
+    async fn submit_together(self: &Arc<Self>, team: &TeamId, waiters: Vec<Waiter>) {
+        let received_at = waiters
+            .iter()
+            .filter_map(|w| w.item.received_at)
+            .max()
+            .unwrap_or_default();
+        let (items, mut replies): (Vec<Item>, Vec<_>) =
+            waiters.into_iter().map(|w| (w.item, Some(w.reply))).unzip();
+        let alone = items.len() == 1;
+        let counts = &self.gathering.counts;
+        counts.submissions.fetch_add(1, Ordering::Relaxed);
+        counts
+            .events
+            .fetch_add(items.len() as u64, Ordering::Relaxed);
+        metrics::histogram!("stowage_gathered_events").record(items.len() as f64);
+        match self
+            .submit_items(team, items, None, received_at, Wait::Ack)
+            .await
+        {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(Ok(outcome));
+                    }
+                }
+            }
+            Err(Refused { error, items }) if items.is_empty() || alone => {
+                for reply in replies.into_iter().flatten() {
+                    let _ = reply.send(Err(error.error.clone()));
+                }
+            }
+            Err(Refused { items, .. }) => {
+                // Refused before the append: each event not logged goes on its own; those
+                // not among them were duplicates of events stored before.
+                for (i, item) in items {
+                    if let Some(reply) = replies[i].take() {
+                        self.submit_alone(team, Waiter { item, reply });
+                    }
+                }
+                for reply in replies.into_iter().flatten() {
+                    let _ = reply.send(Ok(Accepted::Duplicate));
+                }
+            }
+        }
+    }
+
+    /// Submits one event the usual way, in a task of its own, and answers it.
+    fn submit_alone(self: &Arc<Self>, team: &TeamId, waiter: Waiter) {
+        self.gathering.counts.alone.fetch_add(1, Ordering::Relaxed);
+        let (me, team) = (self.clone(), team.clone());
+        tokio::spawn(async move {
+            let Waiter { item, reply } = waiter;
+            let received_at = item.received_at.unwrap_or_default();
+            let result = me
+                .submit_items(&team, vec![item], None, received_at, Wait::Ack)
+                .await
+                .map(|outcomes| outcomes.into_iter().next().unwrap_or(Accepted::Stored))
+                .map_err(|refused| refused.error.error);
+            let _ = reply.send(result);
+        });
+    }
+}

@@ -1,0 +1,161 @@
+//! Single events of one team submitted together (`ingest.gather_single`): each keeps its own
+//! answer — a duplicate id, a limit one event passes, the rest stored — and its own receive
+//! time in the WAL, so a restart after `kill -9` rebuilds the very rows it had.
+//!
+//! The in-process tests submit through the library's `Ingest::submit` on one thread, so every
+//! event is queued before the task that takes them runs: one submission holds them all, which
+//! HTTP requests racing on two workers would only make likely. What comes out is read back over
+//! HTTP from the real warehouse.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use common::TestServer;
+use serde_json::{Value, json};
+use stowage::ingest::event::parse_event;
+use stowage::ingest::{Accepted, IngestError, Wait};
+use stowage::model::TeamId;
+
+/// Submits `bodies` at once, each with its own receive time; the answers in order.
+async fn submit_together(srv: &TestServer, bodies: &[Value]) -> Vec<Result<Accepted, IngestError>> {
+    let ingest = srv.srv().state.ingest.clone();
+    let team = TeamId(Arc::from(srv.seeded.team.as_str()));
+    let base = chrono::Utc::now();
+    let futures = bodies.iter().enumerate().map(|(i, body)| {
+        let (ingest, team) = (ingest.clone(), team.clone());
+        let text = Bytes::from(body.to_string());
+        // Receive times a millisecond apart: a gathered submission must not give them one.
+        let received_at = base + chrono::Duration::milliseconds(i as i64);
+        async move {
+            let rows = parse_event(&text, received_at, 1000).expect("a valid event");
+            ingest
+                .submit(&team, rows, text, received_at.timestamp_micros(), Wait::Ack)
+                .await
+        }
+    });
+    futures::future::join_all(futures).await
+}
+
+fn event(id: &str, name: &str, n: usize) -> Value {
+    json!({"event": name, "messageId": id, "properties": {"n": n}})
+}
+
+#[tokio::test]
+async fn events_submitted_together_keep_their_own_answers() {
+    let srv = TestServer::start(|_| {}).await;
+    let mut bodies: Vec<Value> = (0..40)
+        .map(|i| event(&format!("g-{i}"), "Gathered", i))
+        .collect();
+    // The same id five times among them, with different properties: stored once.
+    for (k, at) in [3, 11, 12, 25, 39].into_iter().enumerate() {
+        bodies[at] = event("same-id", "Gathered", 1000 + k);
+    }
+    let before = srv.srv().state.ingest.gather_counts();
+    let answers = submit_together(&srv, &bodies).await;
+    let after = srv.srv().state.ingest.gather_counts();
+    assert_eq!(
+        after.submissions - before.submissions,
+        1,
+        "one submission took all 40: {before:?} -> {after:?}"
+    );
+    assert!(
+        after.events - before.events >= 36,
+        "{before:?} -> {after:?}"
+    );
+
+    let stored = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(Accepted::Stored)))
+        .count();
+    let duplicates = answers
+        .iter()
+        .filter(|a| matches!(a, Ok(Accepted::Duplicate)))
+        .count();
+    assert_eq!((stored, duplicates), (36, 4), "{answers:?}");
+
+    // The buffered rows die with the team's actor; its successor rebuilds them from the WAL
+    // records, each read with the receive time its record keeps.
+    let team = TeamId::from(srv.seeded.team.as_str());
+    srv.srv().state.ingest.crash_team_actor(&team);
+    // The next event starts its successor, which rebuilds first.
+    srv.send(event("after", "Gathered", 0)).await;
+    srv.flush().await;
+    let element = srv.element("gathered", None);
+    let mut rows = srv.rows(&element).await;
+    rows.retain(|r| r["id"] != "after");
+    assert_eq!(rows.len(), 36);
+    let same: Vec<&Value> = rows.iter().filter(|r| r["id"] == "same-id").collect();
+    assert_eq!(same.len(), 1, "{same:?}");
+    // The first of the five was stored (the others waited for its outcome).
+    assert_eq!(same[0]["n"], json!(1000), "{same:?}");
+    // Each row has its own receive time, one of the 40 distinct ones (with one time for a
+    // submission, all would have the latest).
+    let mut times: Vec<i64> = rows
+        .iter()
+        .map(|r| common::micros(&r["received_at"]))
+        .collect();
+    times.sort();
+    times.dedup();
+    assert_eq!(times.len(), 36, "receive times: {times:?}");
+}
+
+#[tokio::test]
+async fn a_limit_in_a_gathered_submission_refuses_only_its_event() {
+    // `tracks` and `known` are two tables; two more fit.
+    let srv = TestServer::start(|c| c.limits.tables_per_team = 4).await;
+    srv.send(event("first", "Known", 0)).await;
+    let mut bodies: Vec<Value> = (0..30)
+        .map(|i| event(&format!("k-{i}"), "Known", i))
+        .collect();
+    bodies.extend((0..10).map(|i| event(&format!("new-{i}"), &format!("New {i}"), i)));
+    let before = srv.srv().state.ingest.gather_counts();
+    let answers = submit_together(&srv, &bodies).await;
+    let after = srv.srv().state.ingest.gather_counts();
+    assert!(
+        after.alone - before.alone >= 40,
+        "the refused submission's events went on their own: {before:?} -> {after:?}"
+    );
+
+    // Every event of a known table is stored, as it would have been on its own.
+    for (i, a) in answers[..30].iter().enumerate() {
+        assert!(matches!(a, Ok(Accepted::Stored)), "event {i}: {a:?}");
+    }
+    // Of the ten new tables, two fit; the others are refused with the limit.
+    let new = &answers[30..];
+    let fit = new.iter().filter(|a| a.is_ok()).count();
+    let refused = new
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Err(IngestError::Append(
+                    stowage::ingest::team::AppendError::TooManyTables(4)
+                ))
+            )
+        })
+        .count();
+    assert_eq!((fit, refused), (2, 8), "{new:?}");
+
+    srv.flush().await;
+    let known = srv.element("known", None);
+    assert_eq!(srv.rows(&known).await.len(), 31);
+    let tracks = srv.element("tracks", None);
+    assert_eq!(srv.rows(&tracks).await.len(), 31 + 2);
+}
+
+#[tokio::test]
+async fn turned_off_each_event_is_submitted_on_its_own() {
+    let srv = TestServer::start(|c| c.ingest.gather_single = false).await;
+    let bodies: Vec<Value> = (0..20)
+        .map(|i| event(&format!("o-{i}"), "Alone", i))
+        .collect();
+    let answers = submit_together(&srv, &bodies).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Accepted::Stored))));
+    let counts = srv.srv().state.ingest.gather_counts();
+    assert_eq!((counts.submissions, counts.events), (0, 0), "{counts:?}");
+    srv.flush().await;
+    let element = srv.element("alone", None);
+    assert_eq!(srv.rows(&element).await.len(), 20);
+}
