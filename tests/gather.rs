@@ -14,6 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use common::TestServer;
 use serde_json::{Value, json};
+use stowage::catalog::{Change, SettingsChange};
 use stowage::ingest::event::parse_event;
 use stowage::ingest::{Accepted, IngestError, Wait};
 use stowage::model::TeamId;
@@ -158,4 +159,72 @@ async fn turned_off_each_event_is_submitted_on_its_own() {
     srv.flush().await;
     let element = srv.element("alone", None);
     assert_eq!(srv.rows(&element).await.len(), 20);
+}
+
+#[tokio::test]
+async fn gathered_events_each_take_from_the_rate_limit() {
+    let mut srv = TestServer::start(|_| {}).await;
+    let keep = Change::Keep;
+    let change = SettingsChange {
+        flush_interval_ms: keep,
+        flush_max_rows: keep,
+        flush_max_bytes: keep,
+        budget_bytes: keep,
+        rate_per_sec: Change::Set(0.001),
+        rate_burst: Change::Set(10),
+    };
+    srv.catalog()
+        .set_team_settings(&srv.seeded.team, change)
+        .unwrap();
+    srv.restart(|_| {}).await; // reads the team's settings at start
+    let bodies: Vec<Value> = (0..30)
+        .map(|i| event(&format!("r-{i}"), "Rated", i))
+        .collect();
+    let answers = submit_together(&srv, &bodies).await;
+    let stored = answers.iter().filter(|a| a.is_ok()).count();
+    let limited = answers
+        .iter()
+        .filter(|a| matches!(a, Err(IngestError::RateLimited(_))))
+        .count();
+    // A burst of ten: ten stored, as ten requests on their own would be, and twenty refused.
+    assert_eq!((stored, limited), (10, 20), "{answers:?}");
+    srv.flush().await;
+    let element = srv.element("rated", None);
+    assert_eq!(srv.rows(&element).await.len(), 10);
+}
+
+#[tokio::test]
+async fn a_segment_single_call_is_gathered_and_a_one_message_batch_keeps_its_index() {
+    let srv = TestServer::start(|c| c.limits.tables_per_team = 2).await;
+    let post = |path: &str, body: Value| {
+        srv.http
+            .post(srv.url(path))
+            .header("X-Auth-Token", &srv.seeded.token)
+            .header("Content-Type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let before = srv.srv().state.ingest.gather_counts();
+    let msg = json!({"userId": "u1", "event": "Known", "messageId": "seg-1"});
+    let (status, body) = common::status_json(post("/v1/track", msg).await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    let after = srv.srv().state.ingest.gather_counts();
+    assert_eq!(after.events - before.events, 1, "{before:?} -> {after:?}");
+
+    // `tracks` and `known` are the two tables allowed: a batch of one message naming a third
+    // is refused with that message's index, as any batch is.
+    let other = json!({"type": "track", "userId": "u1", "event": "Other", "messageId": "seg-2"});
+    let resp = post("/v1/batch", json!({ "batch": [other] }))
+        .await
+        .unwrap();
+    let (status, body) = common::status_json(resp).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["errors"][0]["index"], json!(0), "{body}");
+    assert_eq!(
+        body["error"]["errors"][0]["code"],
+        json!("too_many_tables"),
+        "{body}"
+    );
+    let last = srv.srv().state.ingest.gather_counts();
+    assert_eq!(last.events, after.events, "a batch is not gathered");
 }

@@ -227,7 +227,14 @@ async fn accept(
     let answer = answer(call, &items);
     let n = items.len() as u64;
     drop(turn);
-    let result = state.ingest.submit_batch(&team, items, at, wait).await;
+    // A single call's event is gathered with the team's others; a batch is submitted whole.
+    let result = match (call, items.len()) {
+        (Some(_), 1) => {
+            let item = items.pop().expect("one item");
+            (state.ingest.submit_one(&team, item, at, wait).await).map(|a| vec![a])
+        }
+        _ => state.ingest.submit_batch(&team, items, at, wait).await,
+    };
     submitted(state, &team, call, answer, n, result, scope)
 }
 

@@ -1,16 +1,17 @@
-//! Single events of one team logged together: each request queues its validated event here
-//! and waits for its own answer, and one task takes every event queued so far and submits them
-//! as one batch ([`Ingest::submit_items`]: one rate-limit take, one dedup claim, one budget
-//! admission, one limits check, one WAL append, and, from [`bulk::MIN_EVENTS`] events, their
-//! rows built into a batch per table that the team's actor takes whole). The requests ready on
+//! Single events of one team logged together: each request takes its event from the team's
+//! rate limit, queues it here and waits for its own answer, and one task takes every event
+//! queued so far and submits them as one batch ([`Ingest::submit_items`]: one dedup claim, one
+//! budget admission, one limits check, one WAL append, and, from [`bulk::MIN_EVENTS`] events,
+//! their rows built into a batch per table that the team's actor takes whole). The requests ready on
 //! a runtime worker queue their events before the task that takes them runs (it yields first),
 //! so under load a submission holds about the events that arrived during the previous one;
 //! alone, an event waits one turn of the scheduler.
 //!
-//! Each event keeps its own answer. A refusal that can be one event's alone (a limit, the
-//! budget, the rate limit) sends the events it left unlogged through the usual way one by one,
-//! so each gets the answer it would have had on its own; a failed WAL write fails them all, as
-//! it fails every event of its commit group. Two events with the same `messageId` are never in
+//! Each event keeps its own answer. A refusal before the WAL append (a limit, the budget) sends
+//! the events it left unlogged through the usual way one by one, so each gets the answer it
+//! would have had on its own; a failed WAL write fails them all, as it fails every event of its
+//! commit group, but a duplicate of a stored event is still answered as one. An event whose
+//! client went away before it was taken is not logged. Two events with the same `messageId` are never in
 //! one submission: a later one is submitted once the first's outcome is known, and dedup answers
 //! it. Each event's WAL record keeps the time its own request was received.
 //!
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use dashmap::DashMap;
 use tokio::sync::oneshot;
 
-use super::submit::{BatchError, Item, Refused};
+use super::submit::{BatchError, Item, Rate, Refused};
 use super::team::AppendError;
 use super::{Accepted, Ingest, IngestError, Wait};
 use crate::config::AckMode;
@@ -122,6 +123,11 @@ impl Ingest {
         received_at: i64,
     ) -> Result<Accepted, BatchError> {
         item.received_at.get_or_insert(received_at);
+        // The rate limit counts events, so each takes its own from it, as on its own.
+        if let Err(wait) = (self.ctx.tuning).take(team, 1, std::time::Instant::now()) {
+            metrics::counter!("stowage_rate_limited_total").increment(1);
+            return Err(IngestError::RateLimited(wait).into());
+        }
         let (reply, answer) = oneshot::channel();
         if self.gathering.join(team, Waiter { item, reply }) {
             self.lead(team);
@@ -161,10 +167,12 @@ impl Ingest {
 
     /// Submits `waiters`' events as one batch and answers each.
     async fn submit_gathered(self: &Arc<Self>, team: &TeamId, waiters: Vec<Waiter>) {
-        // A client id met again waits for the first's outcome.
+        // A client id met again waits for the first's outcome. An event whose client went
+        // away before it was taken is not logged (it was never acknowledged).
         let mut ids = HashSet::new();
         let (waiters, repeats): (Vec<Waiter>, Vec<Waiter>) = waiters
             .into_iter()
+            .filter(|w| !w.reply.is_closed())
             .partition(|w| !w.item.rows.client_id || ids.insert(w.item.rows.id.clone()));
         if !waiters.is_empty() {
             self.submit_together(team, waiters).await;
@@ -189,34 +197,42 @@ impl Ingest {
             .events
             .fetch_add(items.len() as u64, Ordering::Relaxed);
         metrics::histogram!("stowage_gathered_events").record(items.len() as f64);
-        match self
-            .submit_items(team, items, None, received_at, Wait::Ack)
-            .await
-        {
+        let submitted = self
+            .submit_items(team, items, None, received_at, Wait::Ack, Rate::Taken)
+            .await;
+        let Refused {
+            error,
+            items,
+            duplicates,
+        } = match submitted {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     if let Some(reply) = reply {
                         let _ = reply.send(Ok(outcome));
                     }
                 }
+                return;
             }
-            Err(Refused { error, items }) if items.is_empty() || alone => {
-                for reply in replies.into_iter().flatten() {
-                    let _ = reply.send(Err(error.error.clone()));
+            Err(refused) => refused,
+        };
+        // Duplicates of stored events are that, whatever happened to the others.
+        for i in duplicates {
+            if let Some(reply) = replies[i].take() {
+                let _ = reply.send(Ok(Accepted::Duplicate));
+            }
+        }
+        // Refused before the append: each event not logged goes on its own, to get its own
+        // answer (one event alone has it already).
+        if !alone {
+            for (i, item) in items {
+                if let Some(reply) = replies[i].take() {
+                    self.submit_alone(team, Waiter { item, reply });
                 }
             }
-            Err(Refused { items, .. }) => {
-                // Refused before the append: each event not logged goes on its own; those
-                // not among them were duplicates of events stored before.
-                for (i, item) in items {
-                    if let Some(reply) = replies[i].take() {
-                        self.submit_alone(team, Waiter { item, reply });
-                    }
-                }
-                for reply in replies.into_iter().flatten() {
-                    let _ = reply.send(Ok(Accepted::Duplicate));
-                }
-            }
+        }
+        // A failed append fails every event in it.
+        for reply in replies.into_iter().flatten() {
+            let _ = reply.send(Err(error.error.clone()));
         }
     }
 
@@ -228,7 +244,7 @@ impl Ingest {
             let Waiter { item, reply } = waiter;
             let received_at = item.received_at.unwrap_or_default();
             let result = me
-                .submit_items(&team, vec![item], None, received_at, Wait::Ack)
+                .submit_items(&team, vec![item], None, received_at, Wait::Ack, Rate::Taken)
                 .await
                 .map(|outcomes| outcomes.into_iter().next().unwrap_or(Accepted::Stored))
                 .map_err(|refused| refused.error.error);

@@ -34,11 +34,13 @@ pub struct Item {
     pub received_at: Option<i64>,
 }
 
-/// A refusal before anything was logged, with the events not logged (each with its index in
-/// the submission): a gathered submission answers them one by one instead ([`super::gather`]).
+/// A refusal, with the events it left unlogged when it came before the WAL append (each with
+/// its index in the submission) and those found to be duplicates of stored events: a gathered
+/// submission answers them one by one ([`super::gather`]).
 pub(super) struct Refused {
     pub error: BatchError,
     pub items: Vec<(usize, Item)>,
+    pub duplicates: Vec<usize>,
 }
 
 impl Refused {
@@ -46,8 +48,18 @@ impl Refused {
         Refused {
             error: error.into(),
             items: items.into_iter().enumerate().collect(),
+            duplicates: Vec::new(),
         }
     }
+}
+
+/// Whether a submission takes its events from the team's rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rate {
+    /// All of them, at once.
+    Take,
+    /// Taken already, one by one (gathered events).
+    Taken,
 }
 
 /// A batch's rows built on the request's task ([`super::direct`]): its items carry their ids
@@ -92,10 +104,26 @@ impl Ingest {
             flags: 0,
             received_at: None,
         };
-        let out = self
-            .submit_batch(team, vec![item], received_at, wait)
+        self.submit_one(team, item, received_at, wait)
             .await
-            .map_err(|e| e.error)?;
+            .map_err(|e| e.error)
+    }
+
+    /// Accepts one event of a single-event endpoint: gathered with the team's others
+    /// ([`super::gather`]) when it waits for the configured acknowledgement.
+    pub async fn submit_one(
+        self: &Arc<Self>,
+        team: &TeamId,
+        item: Item,
+        received_at: i64,
+        wait: Wait,
+    ) -> Result<Accepted, BatchError> {
+        if wait == Wait::Ack && self.gather_single {
+            return self.gathered(team, item, received_at).await;
+        }
+        let out = self
+            .submit_built(team, vec![item], None, received_at, wait)
+            .await?;
         Ok(out.into_iter().next().unwrap_or(Accepted::Stored))
     }
 
@@ -108,13 +136,6 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<Vec<Accepted>, BatchError> {
-        if items.len() == 1 && wait == Wait::Ack && self.gather_single {
-            let item = items.into_iter().next().expect("one item");
-            return self
-                .gathered(team, item, received_at)
-                .await
-                .map(|a| vec![a]);
-        }
         self.submit_built(team, items, None, received_at, wait)
             .await
     }
@@ -142,7 +163,7 @@ impl Ingest {
         received_at: i64,
         wait: Wait,
     ) -> Result<Vec<Accepted>, BatchError> {
-        self.submit_items(team, items, prebuilt, received_at, wait)
+        self.submit_items(team, items, prebuilt, received_at, wait, Rate::Take)
             .await
             .map_err(|r| r.error)
     }
@@ -155,6 +176,7 @@ impl Ingest {
         prebuilt: Option<Prebuilt>,
         received_at: i64,
         wait: Wait,
+        rate: Rate,
     ) -> Result<Vec<Accepted>, Refused> {
         if self.closing.load(Ordering::Acquire) {
             return Err(Refused::all(IngestError::ShuttingDown, items));
@@ -162,13 +184,12 @@ impl Ingest {
         if !self.is_ready() {
             return Err(Refused::all(IngestError::Recovering, items));
         }
-        if let Err(wait) = self
-            .ctx
-            .tuning
-            .take(team, items.len(), std::time::Instant::now())
-        {
-            metrics::counter!("stowage_rate_limited_total").increment(1);
-            return Err(Refused::all(IngestError::RateLimited(wait), items));
+        if rate == Rate::Take {
+            let now = std::time::Instant::now();
+            if let Err(wait) = self.ctx.tuning.take(team, items.len(), now) {
+                metrics::counter!("stowage_rate_limited_total").increment(1);
+                return Err(Refused::all(IngestError::RateLimited(wait), items));
+            }
         }
         // Claim every client id. If another request is logging one of them right now, give
         // ours back, wait for its outcome, and claim again: a batch never waits while it holds
@@ -201,13 +222,32 @@ impl Ingest {
         // Everything up to the WAL append is synchronous, on the request's own task, and the
         // wait for the fsync is guarded — dropped early (the client went away), the guard
         // settles the claims and the budget in a task of its own.
-        let begun = self.begin(team, fresh, prebuilt, received_at, wait);
-        let inflight = begun.map_err(|(error, items)| Refused { error, items })?;
-        if let Some(inflight) = inflight {
-            inflight.finish().await.map_err(|error| Refused {
+        let duplicates = || {
+            (outcome.iter().enumerate())
+                .filter(|(_, o)| **o == Accepted::Duplicate)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let inflight = match self.begin(team, fresh, prebuilt, received_at, wait) {
+            Ok(inflight) => inflight,
+            Err((error, items)) => {
+                let duplicates = duplicates();
+                return Err(Refused {
+                    error,
+                    items,
+                    duplicates,
+                });
+            }
+        };
+        if let Some(inflight) = inflight
+            && let Err(error) = inflight.finish().await
+        {
+            let duplicates = duplicates();
+            return Err(Refused {
                 error,
                 items: Vec::new(),
-            })?;
+                duplicates,
+            });
         }
         Ok(outcome)
     }

@@ -121,7 +121,7 @@ impl<T> Queue<T> {
 
     /// The group the writer took last, while it is not complete.
     pub fn writing(&self) -> Option<Arc<Group>> {
-        let s = self.state.lock().expect("wal queue lock");
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         s.taken.clone().filter(|g| !g.is_complete())
     }
 
