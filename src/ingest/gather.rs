@@ -17,7 +17,7 @@
 //!
 //! [`bulk::MIN_EVENTS`]: super::bulk::MIN_EVENTS
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -169,11 +169,20 @@ impl Ingest {
     async fn submit_gathered(self: &Arc<Self>, team: &TeamId, waiters: Vec<Waiter>) {
         // A client id met again waits for the first's outcome. An event whose client went
         // away before it was taken is not logged (it was never acknowledged).
-        let mut ids = HashSet::new();
-        let (waiters, repeats): (Vec<Waiter>, Vec<Waiter>) = waiters
+        let waiters: Vec<Waiter> = waiters
             .into_iter()
             .filter(|w| !w.reply.is_closed())
-            .partition(|w| !w.item.rows.client_id || ids.insert(w.item.rows.id.clone()));
+            .collect();
+        let mut ids = HashSet::with_capacity(waiters.len());
+        let repeated: Vec<bool> = (waiters.iter())
+            .map(|w| w.item.rows.client_id && !ids.insert(w.item.rows.id.as_str()))
+            .collect();
+        drop(ids);
+        let (mut firsts, mut repeats) = (Vec::with_capacity(waiters.len()), Vec::new());
+        for (w, repeat) in waiters.into_iter().zip(repeated) {
+            if repeat { &mut repeats } else { &mut firsts }.push(w);
+        }
+        let waiters = firsts;
         if !waiters.is_empty() {
             self.submit_together(team, waiters).await;
         }
