@@ -18,7 +18,7 @@
 //! [`bulk::MIN_EVENTS`]: super::bulk::MIN_EVENTS
 
 use foldhash::{HashSet, HashSetExt};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
@@ -33,6 +33,15 @@ use crate::model::TeamId;
 /// Most events one submission takes; the rest go in the next, started at once.
 const MOST: usize = 512;
 
+/// Events a team's last gathered submission must have held for its next event to be gathered
+/// again while one of its submissions is in flight: a submission of one or two costs a task,
+/// a wait and an answer channel more than the event submitted on its own (BENCHMARKS.md,
+/// thirty-first session: sixteen teams of two connections each, 3–14 % more CPU an event).
+const WORTH: usize = 4;
+
+/// Events submitted on their own, while gathering did not pay, between two that try it again.
+const RETRY_AFTER: u32 = 64;
+
 /// An event waiting for its submission.
 struct Waiter {
     /// The event, with the time its request was received.
@@ -41,17 +50,54 @@ struct Waiter {
 }
 
 /// One team's queue.
-#[derive(Default)]
 struct Queue {
     waiters: Vec<Waiter>,
     /// A task is started that will take the queue.
     led: bool,
+    /// Events the last gathered submission took (at first [`WORTH`]: gathering is tried).
+    last_taken: usize,
+    /// Events submitted on their own since gathering was last tried.
+    skipped: u32,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            waiters: Vec::new(),
+            led: false,
+            last_taken: WORTH,
+            skipped: 0,
+        }
+    }
+}
+
+/// One team's queue, and its submissions of single events in flight.
+#[derive(Default)]
+struct Team {
+    queue: Mutex<Queue>,
+    in_flight: AtomicUsize,
+}
+
+/// Counts one submission of single events in flight while it lives.
+struct InFlight(Arc<Team>);
+
+impl InFlight {
+    fn new(team: Arc<Team>) -> InFlight {
+        team.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(team)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The queues of every team that sent single events since start (a few dozen bytes a team).
 #[derive(Default)]
 pub(super) struct Gathering {
-    teams: DashMap<TeamId, Arc<Mutex<Queue>>>,
+    teams: DashMap<TeamId, Arc<Team>>,
     counts: Counts,
 }
 
@@ -60,6 +106,7 @@ struct Counts {
     submissions: AtomicU64,
     events: AtomicU64,
     alone: AtomicU64,
+    direct: AtomicU64,
 }
 
 /// What gathering did since start.
@@ -72,33 +119,57 @@ pub struct GatherCounts {
     /// Events submitted again on their own after their submission was refused, and repeats of
     /// a client id.
     pub alone: u64,
+    /// Events submitted on their own because gathering them would not pay.
+    pub direct: u64,
 }
 
 impl Gathering {
-    fn queue(&self, team: &TeamId) -> Arc<Mutex<Queue>> {
-        if let Some(q) = self.teams.get(team) {
-            return q.clone();
+    fn team(&self, team: &TeamId) -> Arc<Team> {
+        if let Some(t) = self.teams.get(team) {
+            return t.clone();
         }
         self.teams.entry(team.clone()).or_default().clone()
     }
 
+    /// Whether an event of `team` is to be gathered: when a submission is gathering already,
+    /// or when one of the team's is in flight (an event now would wait for its write) and the
+    /// team's last gathered submission held [`WORTH`] events — or [`RETRY_AFTER`] events went
+    /// on their own since gathering was last tried.
+    fn wanted(team: &Team) -> bool {
+        let mut q = team.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if q.led {
+            return true;
+        }
+        if team.in_flight.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        if q.last_taken >= WORTH {
+            return true;
+        }
+        q.skipped += 1;
+        if q.skipped >= RETRY_AFTER {
+            q.skipped = 0;
+            return true;
+        }
+        false
+    }
+
     /// Queues `waiter`; `true` when no task is started to take the queue yet.
-    fn join(&self, team: &TeamId, waiter: Waiter) -> bool {
-        let queue = self.queue(team);
-        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+    fn join(team: &Team, waiter: Waiter) -> bool {
+        let mut q = team.queue.lock().unwrap_or_else(|p| p.into_inner());
         q.waiters.push(waiter);
         !std::mem::replace(&mut q.led, true)
     }
 
     /// The events to submit now, and whether more wait (another task is to take them).
-    fn take(&self, team: &TeamId) -> (Vec<Waiter>, bool) {
-        let queue = self.queue(team);
-        let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+    fn take(team: &Team) -> (Vec<Waiter>, bool) {
+        let mut q = team.queue.lock().unwrap_or_else(|p| p.into_inner());
         let taken = if q.waiters.len() <= MOST {
             std::mem::take(&mut q.waiters)
         } else {
             q.waiters.drain(..MOST).collect()
         };
+        q.last_taken = taken.len();
         q.led = !q.waiters.is_empty();
         (taken, q.led)
     }
@@ -112,6 +183,7 @@ impl Ingest {
             submissions: c.submissions.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
             alone: c.alone.load(Ordering::Relaxed),
+            direct: c.direct.load(Ordering::Relaxed),
         }
     }
 
@@ -122,6 +194,16 @@ impl Ingest {
         mut item: Item,
         received_at: i64,
     ) -> Result<Accepted, BatchError> {
+        let gathering = self.gathering.team(team);
+        if !Gathering::wanted(&gathering) {
+            self.gathering.counts.direct.fetch_add(1, Ordering::Relaxed);
+            let _in_flight = InFlight::new(gathering);
+            let out =
+                (self.submit_items(team, vec![item], None, received_at, Wait::Ack, Rate::Take))
+                    .await
+                    .map_err(|refused| refused.error)?;
+            return Ok(out.into_iter().next().unwrap_or(Accepted::Stored));
+        }
         item.received_at.get_or_insert(received_at);
         // The rate limit counts events, so each takes its own from it, as on its own.
         if let Err(wait) = (self.ctx.tuning).take(team, 1, std::time::Instant::now()) {
@@ -129,8 +211,8 @@ impl Ingest {
             return Err(IngestError::RateLimited(wait).into());
         }
         let (reply, answer) = oneshot::channel();
-        if self.gathering.join(team, Waiter { item, reply }) {
-            self.lead(team);
+        if Gathering::join(&gathering, Waiter { item, reply }) {
+            self.lead(team, gathering);
         }
         match answer.await {
             Ok(result) => result.map_err(BatchError::from),
@@ -143,7 +225,7 @@ impl Ingest {
     }
 
     /// Starts the task that takes `team`'s queue.
-    fn lead(self: &Arc<Self>, team: &TeamId) {
+    fn lead(self: &Arc<Self>, team: &TeamId, gathering: Arc<Team>) {
         let (me, team) = (self.clone(), team.clone());
         tokio::spawn(async move {
             // Durable acks: events queued while the log writes its current group wait for
@@ -157,10 +239,11 @@ impl Ingest {
                 }
                 None => tokio::task::yield_now().await,
             }
-            let (waiters, more) = me.gathering.take(&team);
+            let (waiters, more) = Gathering::take(&gathering);
             if more {
-                me.lead(&team);
+                me.lead(&team, gathering.clone());
             }
+            let _in_flight = InFlight::new(gathering);
             me.submit_gathered(&team, waiters).await;
         });
     }
