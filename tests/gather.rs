@@ -1,11 +1,13 @@
 //! Single events of one team submitted together (`ingest.gather_single`): each keeps its own
 //! answer — a duplicate id, a limit one event passes, the rest stored — and its own receive
-//! time in the WAL, so a restart after `kill -9` rebuilds the very rows it had.
+//! time in the WAL, so a restart after `kill -9` rebuilds the very rows it had; an event with
+//! nothing of its team in flight, or of a team whose submissions held too few, goes on its own.
 //!
-//! The in-process tests submit through the library's `Ingest::submit` on one thread, so every
-//! event is queued before the task that takes them runs: one submission holds them all, which
-//! HTTP requests racing on two workers would only make likely. What comes out is read back over
-//! HTTP from the real warehouse.
+//! The in-process tests submit through the library's `Ingest::submit` on one thread: the first
+//! event goes on its own and, it being in flight, every later one is queued before the task
+//! that takes them runs, so one submission holds them, which HTTP requests racing on two
+//! workers would only make likely. What comes out is read back over HTTP from the real
+//! warehouse.
 
 use crate::common;
 
@@ -197,7 +199,7 @@ async fn gathered_events_each_take_from_the_rate_limit() {
 }
 
 #[tokio::test]
-async fn a_segment_single_call_is_gathered_and_a_one_message_batch_keeps_its_index() {
+async fn a_segment_single_call_is_routed_and_a_one_message_batch_keeps_its_index() {
     let srv = TestServer::start(|c| c.limits.tables_per_team = 2).await;
     let post = |path: &str, body: Value| {
         srv.http
@@ -244,4 +246,36 @@ async fn events_one_at_a_time_go_on_their_own() {
     // Nothing of the team's was in flight when each arrived: nothing to gather with.
     assert_eq!(after.direct - before.direct, 5, "{before:?} -> {after:?}");
     assert_eq!(after.submissions, before.submissions, "{after:?}");
+}
+
+#[tokio::test]
+async fn a_team_whose_submissions_hold_few_goes_on_its_own() {
+    let srv = TestServer::start(|_| {}).await;
+    let three = |round: usize| -> Vec<Value> {
+        (0..3)
+            .map(|i| event(&format!("few-{round}-{i}"), "Few", i))
+            .collect()
+    };
+    let start = srv.srv().state.ingest.gather_counts();
+    // The first alone, the other two gathered: a submission of two.
+    let answers = submit_together(&srv, &three(0)).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Accepted::Stored))));
+    let after = srv.srv().state.ingest.gather_counts();
+    assert_eq!(
+        (
+            after.submissions - start.submissions,
+            after.events - start.events
+        ),
+        (1, 2),
+        "{start:?} -> {after:?}"
+    );
+    // Two is too few to pay: the next three go on their own, though one is in flight.
+    let answers = submit_together(&srv, &three(1)).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Accepted::Stored))));
+    let last = srv.srv().state.ingest.gather_counts();
+    assert_eq!(last.submissions, after.submissions, "{after:?} -> {last:?}");
+    assert_eq!(last.direct - after.direct, 3, "{after:?} -> {last:?}");
+    srv.flush().await;
+    let element = srv.element("few", None);
+    assert_eq!(srv.rows(&element).await.len(), 6);
 }

@@ -1,11 +1,14 @@
-//! Single events of one team logged together: each request takes its event from the team's
-//! rate limit, queues it here and waits for its own answer, and one task takes every event
-//! queued so far and submits them as one batch ([`Ingest::submit_items`]: one dedup claim, one
-//! budget admission, one limits check, one WAL append, and, from [`bulk::MIN_EVENTS`] events,
-//! their rows built into a batch per table that the team's actor takes whole). The requests ready on
-//! a runtime worker queue their events before the task that takes them runs (it yields first),
-//! so under load a submission holds about the events that arrived during the previous one;
-//! alone, an event waits one turn of the scheduler.
+//! Single events of one team logged together. An event arriving while one of its team's
+//! submissions is in flight would wait for that WAL write anyway: its request takes it from the
+//! team's rate limit, queues it here and waits for its own answer, and one task — once the
+//! write under way is done (durable acks) or after one turn of the scheduler — takes every
+//! event queued so far and submits them as one batch ([`Ingest::submit_items`]: one dedup
+//! claim, one budget admission, one limits check, one WAL append, and, from
+//! [`bulk::MIN_EVENTS`] events, their rows built into a batch per table that the team's actor
+//! takes whole). An event of a team with nothing in flight goes on its own at once, and so do
+//! a team's events while its last gathered submission held fewer than [`WORTH`] (tried again
+//! after [`RETRY_AFTER`]): a submission of one or two costs more than it saves. With buffered
+//! acks a submission is in flight only for the moment of its append, so events go on their own.
 //!
 //! Each event keeps its own answer. A refusal before the WAL append (a limit, the budget) sends
 //! the events it left unlogged through the usual way one by one, so each gets the answer it
