@@ -201,11 +201,7 @@ impl Ingest {
         if !Gathering::wanted(&gathering) {
             self.gathering.counts.direct.fetch_add(1, Ordering::Relaxed);
             let _in_flight = InFlight::new(gathering);
-            let out =
-                (self.submit_items(team, vec![item], None, received_at, Wait::Ack, Rate::Take))
-                    .await
-                    .map_err(|refused| refused.error)?;
-            return Ok(out.into_iter().next().unwrap_or(Accepted::Stored));
+            return (self.submit_single(team, item, received_at, Wait::Ack, Rate::Take)).await;
         }
         item.received_at.get_or_insert(received_at);
         // The rate limit counts events, so each takes its own from it, as on its own.
@@ -338,11 +334,9 @@ impl Ingest {
         tokio::spawn(async move {
             let Waiter { item, reply } = waiter;
             let received_at = item.received_at.unwrap_or_default();
-            let result = me
-                .submit_items(&team, vec![item], None, received_at, Wait::Ack, Rate::Taken)
+            let result = (me.submit_single(&team, item, received_at, Wait::Ack, Rate::Taken))
                 .await
-                .map(|outcomes| outcomes.into_iter().next().unwrap_or(Accepted::Stored))
-                .map_err(|refused| refused.error.error);
+                .map_err(|e| e.error);
             let _ = reply.send(result);
         });
     }

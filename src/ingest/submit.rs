@@ -121,9 +121,22 @@ impl Ingest {
         if wait == Wait::Ack && self.gather_single {
             return self.gathered(team, item, received_at).await;
         }
-        let out = self
-            .submit_built(team, vec![item], None, received_at, wait)
-            .await?;
+        self.submit_single(team, item, received_at, wait, Rate::Take)
+            .await
+    }
+
+    /// Submits one event on its own (not gathered); its outcome.
+    pub(super) async fn submit_single(
+        self: &Arc<Self>,
+        team: &TeamId,
+        item: Item,
+        received_at: i64,
+        wait: Wait,
+        rate: Rate,
+    ) -> Result<Accepted, BatchError> {
+        let out = (self.submit_items(team, vec![item], None, received_at, wait, rate))
+            .await
+            .map_err(|refused| refused.error)?;
         Ok(out.into_iter().next().unwrap_or(Accepted::Stored))
     }
 
