@@ -6,7 +6,7 @@
 //! end-to-end comparison (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md. Also,
 //! for every generator mix, a message's top-level fields read by the validating walk against
 //! serde_json alone, and a request's messages built straight into its tables (`direct_*`), the
-//! server's path for a batch.
+//! server's path for a batch, and gathered submissions of single events built so (`gathered_*`).
 //! Run: `cargo bench --bench batch_stages`.
 
 use std::hint::black_box;
@@ -226,6 +226,72 @@ fn direct_build(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).measurement_time(std::time::Duration::from_secs(4));
-    targets = bench, top_fields, direct_build
+    targets = bench, top_fields, direct_build, gathered
 }
 criterion_main!(benches);
+
+/// What a gathered submission of single events ([`stowage::ingest`]'s `gather`) would cost built
+/// straight into a batch per table and pushed whole to the team's buffer (`direct_16`, `_32`,
+/// `_64`: submissions of that many), against each event parsed into cells and appended by the
+/// buffer (`usual`), 500 events either way, the buffers taken every 50,000 as a flush does. A
+/// batch per table costs its builders, its arrays and a join, which a few rows do not pay back:
+/// why gathered submissions are appended, not built (BENCHMARKS.md, thirty-second session).
+fn gathered(c: &mut Criterion) {
+    use stowage::ingest::buffered::BufferedTable;
+    let now = chrono::Utc::now();
+    for mix in [Mix::Shop, Mix::Narrow] {
+        let msgs = generated(mix, now);
+        let mut g = c.benchmark_group(format!("gathered_{mix:?}").to_lowercase());
+        g.throughput(Throughput::Elements(BATCH as u64));
+        let mut tables: HashMap<String, BufferedTable> = HashMap::default();
+        let mut appended = 0;
+        g.bench_function("usual", |b| {
+            b.iter(|| {
+                for m in black_box(&msgs) {
+                    let top = Top::parse(m).unwrap();
+                    let ev = parse_message(&top, None, Shared::default(), now, 1000, None)
+                        .unwrap()
+                        .1;
+                    for (table, cells) in ev.rows() {
+                        tables
+                            .entry(table.to_string())
+                            .or_default()
+                            .append(cells)
+                            .unwrap();
+                    }
+                }
+                appended += BATCH;
+                if appended >= 50_000 {
+                    appended = 0;
+                    tables.values_mut().for_each(|t| drop(t.take()));
+                }
+            })
+        });
+        for n in [16usize, 32, 64] {
+            let mut tables: HashMap<String, BufferedTable> = HashMap::default();
+            let mut appended = 0;
+            g.bench_function(format!("direct_{n}"), |b| {
+                b.iter(|| {
+                    for chunk in black_box(&msgs).chunks(n) {
+                        let mut build = DirectBuild::default();
+                        let mut tape = Tape::default();
+                        for m in chunk {
+                            let top = Top::parse_on(m, tape).unwrap();
+                            black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
+                            tape = top.into_tape();
+                        }
+                        for t in build.finish().unwrap() {
+                            tables.entry(t.name).or_default().push(t.batch);
+                        }
+                    }
+                    appended += BATCH;
+                    if appended >= 50_000 {
+                        appended = 0;
+                        tables.values_mut().for_each(|t| drop(t.take()));
+                    }
+                })
+            });
+        }
+        g.finish();
+    }
+}

@@ -279,3 +279,45 @@ async fn a_team_whose_submissions_hold_few_goes_on_its_own() {
     let element = srv.element("few", None);
     assert_eq!(srv.rows(&element).await.len(), 6);
 }
+
+/// One small submission among large ones does not stop gathering: whether gathering pays is
+/// judged by a moving mean of a team's submissions, so a busy team's next events are still
+/// gathered after a submission of two (by the last submission's size alone, the next 64 would
+/// go on their own).
+#[tokio::test]
+async fn one_small_submission_among_large_ones_keeps_gathering() {
+    let srv = TestServer::start(|_| {}).await;
+    let batch = |round: usize, n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| event(&format!("mean-{round}-{i}"), "Mean", i))
+            .collect()
+    };
+    let start = srv.srv().state.ingest.gather_counts();
+    // A large submission (the first alone, 30 gathered), then a small one (1 alone, 2).
+    submit_together(&srv, &batch(0, 31)).await;
+    submit_together(&srv, &batch(1, 3)).await;
+    let small = srv.srv().state.ingest.gather_counts();
+    assert_eq!(
+        (
+            small.submissions - start.submissions,
+            small.events - start.events
+        ),
+        (2, 32),
+        "{start:?} -> {small:?}"
+    );
+    // The next events are gathered again: the first alone, the other three together.
+    let answers = submit_together(&srv, &batch(2, 4)).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Accepted::Stored))));
+    let last = srv.srv().state.ingest.gather_counts();
+    assert_eq!(
+        (
+            last.submissions - small.submissions,
+            last.events - small.events,
+            last.direct - small.direct
+        ),
+        (1, 3, 1),
+        "{small:?} -> {last:?}"
+    );
+    srv.flush().await;
+    assert_eq!(srv.rows(&srv.element("mean", None)).await.len(), 38);
+}

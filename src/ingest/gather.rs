@@ -6,8 +6,9 @@
 //! claim, one budget admission, one limits check, one WAL append, and, from
 //! [`bulk::MIN_EVENTS`] events, their rows built into a batch per table that the team's actor
 //! takes whole). An event of a team with nothing in flight goes on its own at once, and so do
-//! a team's events while its last gathered submission held fewer than [`WORTH`] (tried again
-//! after [`RETRY_AFTER`]): a submission of one or two costs more than it saves. With buffered
+//! a team's events while its gathered submissions held fewer than [`WORTH`] on average (a
+//! moving mean over the last several; tried again after [`RETRY_AFTER`]): a submission of one
+//! or two costs more than it saves. With buffered
 //! acks a submission is in flight only for the moment of its append, so events go on their own.
 //!
 //! Each event keeps its own answer. A refusal before the WAL append (a limit, the budget) sends
@@ -36,11 +37,17 @@ use crate::model::TeamId;
 /// Most events one submission takes; the rest go in the next, started at once.
 const MOST: usize = 512;
 
-/// Events a team's last gathered submission must have held for its next event to be gathered
-/// again while one of its submissions is in flight: a submission of one or two costs a task,
-/// a wait and an answer channel more than the event submitted on its own (BENCHMARKS.md,
-/// thirty-first session: sixteen teams of two connections each, 3–14 % more CPU an event).
+/// Events a team's gathered submissions must hold on average ([`Queue::mean16`]) for its next
+/// event to be gathered while one of its submissions is in flight: a submission of one or two
+/// costs a task, a wait and an answer channel more than the event submitted on its own
+/// (BENCHMARKS.md, thirty-first session: sixteen teams of two connections each, 3–14 % more
+/// CPU an event). A mean, not the last submission's size: one small submission among large
+/// ones (one that started as a write ended) sent the next [`RETRY_AFTER`] events on their own,
+/// ~45 % of one busy team's events (thirty-second session).
 const WORTH: usize = 4;
+
+/// Weight of the newest submission in the moving mean of their sizes: 1/`MEAN_WEIGHT`.
+const MEAN_WEIGHT: usize = 8;
 
 /// Events submitted on their own, while gathering did not pay, between two that try it again.
 const RETRY_AFTER: u32 = 64;
@@ -57,8 +64,9 @@ struct Queue {
     waiters: Vec<Waiter>,
     /// A task is started that will take the queue.
     led: bool,
-    /// Events the last gathered submission took (at first [`WORTH`]: gathering is tried).
-    last_taken: usize,
+    /// Moving mean of the events the team's gathered submissions took, in sixteenths of an
+    /// event (at first [`WORTH`]: gathering is tried).
+    mean16: usize,
     /// Events submitted on their own since gathering was last tried.
     skipped: u32,
 }
@@ -68,7 +76,7 @@ impl Default for Queue {
         Queue {
             waiters: Vec::new(),
             led: false,
-            last_taken: WORTH,
+            mean16: WORTH * 16,
             skipped: 0,
         }
     }
@@ -136,7 +144,7 @@ impl Gathering {
 
     /// Whether an event of `team` is to be gathered: when a submission is gathering already,
     /// or when one of the team's is in flight (an event now would wait for its write) and the
-    /// team's last gathered submission held [`WORTH`] events — or [`RETRY_AFTER`] events went
+    /// team's gathered submissions held [`WORTH`] events on average — or [`RETRY_AFTER`] events went
     /// on their own since gathering was last tried.
     fn wanted(team: &Team) -> bool {
         let mut q = team.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -146,7 +154,7 @@ impl Gathering {
         if team.in_flight.load(Ordering::Acquire) == 0 {
             return false;
         }
-        if q.last_taken >= WORTH {
+        if q.mean16 >= WORTH * 16 {
             return true;
         }
         q.skipped += 1;
@@ -172,7 +180,7 @@ impl Gathering {
         } else {
             q.waiters.drain(..MOST).collect()
         };
-        q.last_taken = taken.len();
+        q.mean16 = q.mean16 - q.mean16 / MEAN_WEIGHT + taken.len() * 16 / MEAN_WEIGHT;
         q.led = !q.waiters.is_empty();
         (taken, q.led)
     }
