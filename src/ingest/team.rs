@@ -12,7 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
-use super::buffered::BufferedTable;
+use super::buffered::{BufferedTable, Shapes};
 use super::bulk::{TableBatch, TableBatches};
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
@@ -121,6 +121,8 @@ pub struct TeamState {
     tuning: Effective,
     /// Buffered rows per table.
     tables: HashMap<String, BufferedTable>,
+    /// What the tables flushed last have for their next rows.
+    shapes: Shapes,
     /// The running flush's rows (lent to fresh reads until it commits).
     inflight: Option<InFlight>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
@@ -174,6 +176,7 @@ impl Actor for TeamActor {
             team: args.team,
             ctx: args.ctx,
             tables: HashMap::new(),
+            shapes: Shapes::default(),
             inflight: None,
             buffered_bytes: 0,
             buffer_held: 0,
@@ -346,7 +349,7 @@ impl TeamState {
                         None => self
                             .tables
                             .entry(table.clone())
-                            .or_default()
+                            .or_insert_with(|| self.shapes.buffer(table))
                             .push(batch.clone()),
                     }
                 }
@@ -364,7 +367,7 @@ impl TeamState {
                 None => self
                     .tables
                     .entry(table.to_string())
-                    .or_default()
+                    .or_insert_with(|| self.shapes.buffer(table))
                     .append(cells),
             };
             if result.is_err() {
@@ -507,12 +510,15 @@ impl TeamState {
             self.pending = true;
             return;
         }
+        self.shapes.clear();
+        let shapes = &mut self.shapes;
         let tables: Vec<_> = self
             .tables
             .drain()
-            .map(|(table, mut buf)| TableRows {
-                table,
-                batches: buf.take(),
+            .map(|(table, mut buf)| {
+                let batches = buf.take();
+                shapes.keep(table.clone(), buf);
+                TableRows { table, batches }
             })
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);
