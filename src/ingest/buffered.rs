@@ -15,12 +15,9 @@
 //! them and freed the old block to the allocator. With chunks, only the open chunk has slack
 //! and the flush writes the chunks one after another, never joining them (BENCHMARKS.md, sixth
 //! session of 2026-11-26: no peak-RSS change measurable at the same load; the first figures,
-//! −30 to −100 MiB, compared against a system-allocator build and are discarded there). A chunk
-//! starts each column with the room its namesake ended with in the chunk before
-//! ([`TableBuffer::take_chunk`]): after a full chunk, and after a flush's last.
+//! −30 to −100 MiB, compared against a system-allocator build and are discarded there).
 
 use arrow::record_batch::RecordBatch;
-use foldhash::HashMap;
 
 use crate::model::value::Cell;
 use crate::warehouse::buffer::TableBuffer;
@@ -62,9 +59,7 @@ impl BufferedTable {
     ) -> Result<(), arrow::error::ArrowError> {
         self.open.append(cells)?;
         if self.open.rows() >= CHUNK_ROWS {
-            self.join_pushed();
-            let batch = self.open.take_chunk();
-            self.keep_frozen(batch);
+            self.freeze();
         }
         Ok(())
     }
@@ -108,11 +103,7 @@ impl BufferedTable {
         if self.open.rows() == 0 {
             return;
         }
-        let batch = self.open.take_rows();
-        self.keep_frozen(batch);
-    }
-
-    fn keep_frozen(&mut self, batch: RecordBatch) {
+        let batch = self.open.take_batch();
         self.frozen_rows += batch.num_rows();
         self.frozen_bytes += batch.get_array_memory_size();
         self.frozen.push(batch);
@@ -131,36 +122,10 @@ impl BufferedTable {
         let mut out = std::mem::take(&mut self.frozen);
         self.frozen_rows = 0;
         self.frozen_bytes = 0;
-        // The next flush's first chunk is shaped like this flush's last: a table that took a
-        // few rows since the last flush starts as small again, one that took thousands as large.
         if self.open.rows() > 0 {
-            out.push(self.open.take_chunk());
+            out.push(self.open.take_batch());
         }
         out
-    }
-}
-
-/// A team's tables as its last flush left them, empty: what each has for its next rows, so a
-/// table made again after the flush starts shaped like the chunk it flushed last. Replaced at
-/// every flush, so a table that took no rows in between loses its shape.
-#[derive(Default)]
-pub struct Shapes(HashMap<String, BufferedTable>);
-
-impl Shapes {
-    /// A buffer for `table`: the one kept from the last flush, or a new one.
-    pub fn buffer(&mut self, table: &str) -> BufferedTable {
-        self.0.remove(table).unwrap_or_default()
-    }
-
-    /// Keeps `buffer`, just taken by a flush, for the next rows of `table`.
-    pub fn keep(&mut self, table: String, buffer: BufferedTable) {
-        debug_assert_eq!(buffer.rows(), 0, "a kept buffer holds no rows");
-        self.0.insert(table, buffer);
-    }
-
-    /// Forgets every table's shape.
-    pub fn clear(&mut self) {
-        self.0.clear();
     }
 }
 
@@ -264,71 +229,6 @@ mod tests {
         assert_eq!(
             late.as_string::<i32>().value(3),
             format!("v{}", CHUNK_ROWS + 3)
-        );
-    }
-
-    /// A chunk starts with the room of the chunk before: after a full one, and after a flush,
-    /// that flush's last, so a table gone quiet starts its next rows small again.
-    #[test]
-    fn a_chunk_is_shaped_like_the_one_before() {
-        let mut t = BufferedTable::default();
-        let text = "y".repeat(64);
-        let mut append = |t: &mut BufferedTable, n: usize| {
-            for _ in 0..n {
-                t.append(&[("s".into(), Value::Str(text.clone()))]).unwrap();
-            }
-        };
-        append(&mut t, CHUNK_ROWS);
-        assert_eq!((t.frozen.len(), t.open.rows()), (1, 0));
-        append(&mut t, 1);
-        assert!(
-            t.open.allocated_bytes() >= 64 * CHUNK_ROWS,
-            "shaped after a full chunk"
-        );
-        append(&mut t, 2999);
-        // The flush's last chunk held 3,000 rows: the next starts with their room.
-        assert_eq!(t.take().len(), 2);
-        append(&mut t, 1);
-        let held = t.open.allocated_bytes();
-        assert!((64 * 3000..64 * CHUNK_ROWS).contains(&held), "{held}");
-        // One row before this flush: the next rows start small.
-        assert_eq!(t.take().len(), 1);
-        append(&mut t, 1);
-        assert!(
-            t.open.allocated_bytes() < 4096,
-            "{}",
-            t.open.allocated_bytes()
-        );
-    }
-
-    /// A team's table made again after a flush starts with the room its flushed chunk had;
-    /// once the shapes are replaced (the next flush) without it, it starts small.
-    #[test]
-    fn a_table_made_after_its_flush_keeps_its_shape() {
-        let text = "z".repeat(64);
-        let row = [("s".into(), Value::Str(text))];
-        let mut shapes = Shapes::default();
-        let mut t = shapes.buffer("t");
-        for _ in 0..3000 {
-            t.append(&row).unwrap();
-        }
-        assert_eq!(t.take().len(), 1);
-        shapes.keep("t".into(), t);
-        let mut again = shapes.buffer("t");
-        again.append(&row).unwrap();
-        assert!(
-            again.allocated_bytes() >= 64 * 3000,
-            "{}",
-            again.allocated_bytes()
-        );
-        shapes.keep("t".into(), BufferedTable::default());
-        shapes.clear();
-        let mut quiet = shapes.buffer("t");
-        quiet.append(&row).unwrap();
-        assert!(
-            quiet.allocated_bytes() < 4096,
-            "{}",
-            quiet.allocated_bytes()
         );
     }
 }

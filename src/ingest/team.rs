@@ -12,7 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
-use super::buffered::{BufferedTable, Shapes};
+use super::buffered::BufferedTable;
 use super::bulk::{TableBatch, TableBatches};
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
@@ -121,8 +121,6 @@ pub struct TeamState {
     tuning: Effective,
     /// Buffered rows per table.
     tables: HashMap<String, BufferedTable>,
-    /// What the tables flushed last have for their next rows.
-    shapes: Shapes,
     /// The running flush's rows (lent to fresh reads until it commits).
     inflight: Option<InFlight>,
     /// Admitted bytes of the rows now buffered (released by the flush that commits them).
@@ -176,7 +174,6 @@ impl Actor for TeamActor {
             team: args.team,
             ctx: args.ctx,
             tables: HashMap::new(),
-            shapes: Shapes::default(),
             inflight: None,
             buffered_bytes: 0,
             buffer_held: 0,
@@ -349,7 +346,7 @@ impl TeamState {
                         None => self
                             .tables
                             .entry(table.clone())
-                            .or_insert_with(|| self.shapes.buffer(table))
+                            .or_default()
                             .push(batch.clone()),
                     }
                 }
@@ -367,7 +364,7 @@ impl TeamState {
                 None => self
                     .tables
                     .entry(table.to_string())
-                    .or_insert_with(|| self.shapes.buffer(table))
+                    .or_default()
                     .append(cells),
             };
             if result.is_err() {
@@ -510,15 +507,12 @@ impl TeamState {
             self.pending = true;
             return;
         }
-        self.shapes.clear();
-        let shapes = &mut self.shapes;
         let tables: Vec<_> = self
             .tables
             .drain()
-            .map(|(table, mut buf)| {
-                let batches = buf.take();
-                shapes.keep(table.clone(), buf);
-                TableRows { table, batches }
+            .map(|(table, mut buf)| TableRows {
+                table,
+                batches: buf.take(),
             })
             .collect();
         let bytes = std::mem::take(&mut self.buffered_bytes);

@@ -37,9 +37,6 @@ pub struct TableBuffer {
     hints: Vec<Option<usize>>,
     /// Rows the buffer is expected to hold ([`TableBuffer::for_rows`]); 0 when unknown.
     expected_rows: usize,
-    /// Bytes of text each text column of the chunk before this one held
-    /// ([`TableBuffer::take_chunk`]): the room a column of that name starts with.
-    text_room: HashMap<String, usize>,
 }
 
 impl TableBuffer {
@@ -80,10 +77,7 @@ impl TableBuffer {
                     };
                     self.names.push(name.to_string());
                     let room = self.expected_rows.saturating_sub(row).max(FIRST_ROWS);
-                    // A quarter more than last time: a chunk's text varies, and one byte past
-                    // the room would copy it all to a block twice its size.
-                    let text = self.text_room.get(name).map(|bytes| bytes + bytes / 4);
-                    self.columns.push(ColumnBuilder::new(ty, row, room, text));
+                    self.columns.push(ColumnBuilder::new(ty, row, room));
                     self.last_row.push(row);
                     self.index.insert(name.to_string(), self.columns.len() - 1);
                     self.columns.len() - 1
@@ -191,37 +185,6 @@ impl TableBuffer {
         let named = self.names.iter().map(String::as_str).zip(&mut self.columns);
         let batch = finished_batch(named, self.rows);
         *self = TableBuffer::default();
-        batch
-    }
-
-    /// Takes everything buffered as one batch, as [`TableBuffer::take_batch`], for a next chunk
-    /// of rows shaped like this one (a busy table's): each column it makes starts with room for
-    /// as many rows, and a text column with room for a quarter more text than its namesake
-    /// held here,
-    /// instead of doubling its way there from a few rows, copying as much again on the way
-    /// (BENCHMARKS.md, thirty-second session). Columns are still made by their first value.
-    pub fn take_chunk(&mut self) -> RecordBatch {
-        let rows = self.rows;
-        let text_room: HashMap<String, usize> = (self.names.iter())
-            .zip(&self.columns)
-            .map(|(name, col)| (name, col.text_bytes()))
-            .filter(|(_, bytes)| *bytes > 0)
-            .map(|(name, bytes)| (name.clone(), bytes))
-            .collect();
-        let batch = self.take_batch();
-        self.expected_rows = rows;
-        self.text_room = text_room;
-        batch
-    }
-
-    /// Takes everything buffered as one batch, keeping the shape the buffer has for its next
-    /// rows (that of the chunk before, [`TableBuffer::take_chunk`]; none if it had none).
-    pub fn take_rows(&mut self) -> RecordBatch {
-        let expected_rows = self.expected_rows;
-        let text_room = std::mem::take(&mut self.text_room);
-        let batch = self.take_batch();
-        self.expected_rows = expected_rows;
-        self.text_room = text_room;
         batch
     }
 }
@@ -407,53 +370,5 @@ mod tests {
             .downcast_ref::<Float64Array>()
             .unwrap();
         assert_eq!(f.values().to_vec(), [0.5, 5.0]);
-    }
-
-    /// A chunk taken with `take_chunk` hands its shape to the next: a column made there starts
-    /// with room for as many rows and as much text as its namesake held, so it does not grow on
-    /// the way; columns are still made by their first value, and the rows are the same.
-    #[test]
-    fn a_next_chunk_starts_with_the_room_of_the_last() {
-        let long = "x".repeat(100);
-        let row = |i: i64| {
-            vec![
-                cell("s", Value::Str(long.clone())),
-                cell("n", Value::Int(i)),
-            ]
-        };
-        let mut b = TableBuffer::default();
-        for i in 0..1000 {
-            b.append(&row(i)).unwrap();
-        }
-        let first = b.take_chunk();
-        assert_eq!((first.num_rows(), first.num_columns()), (1000, 2));
-        // The next chunk's first row: its columns already have room for the chunk.
-        b.append(&row(0)).unwrap();
-        let held = b.allocated_bytes();
-        assert!(
-            held >= 108 * 1000,
-            "a shaped chunk's first row holds {held} bytes"
-        );
-        for i in 1..1000 {
-            b.append(&row(i)).unwrap();
-        }
-        // Only the validity bits counted a row (a byte per 8 rows a column) grew.
-        let grew = b.allocated_bytes() - held;
-        assert!(
-            grew <= 2 * 1000 / 8,
-            "the columns grew by {grew} bytes on the way"
-        );
-        let second = b.take_batch();
-        assert_eq!((second.num_rows(), second.num_columns()), (1000, 2));
-        assert_eq!(second.column(0).as_string::<i32>().value(999), long);
-        // A column the last chunk had and this one's rows do not is not made.
-        b.append(&row(0)).unwrap();
-        b.take_chunk();
-        b.append(&[cell("other", Value::Bool(true))]).unwrap();
-        let third = b.take_batch();
-        assert_eq!(third.num_columns(), 1);
-        // take_batch leaves no shape: a new first row holds little.
-        b.append(&[cell("s", Value::Str(long.clone()))]).unwrap();
-        assert!(b.allocated_bytes() < 4096, "{}", b.allocated_bytes());
     }
 }

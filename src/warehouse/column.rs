@@ -43,26 +43,12 @@ pub(super) enum ColumnBuilder {
 }
 
 impl ColumnBuilder {
-    /// A builder of type `ty` holding `nulls` nulls, with room for `room` more, and for
-    /// `text_bytes` of text if it is a text column (8 bytes a row when `None`).
-    pub(super) fn new(
-        ty: ColumnType,
-        nulls: usize,
-        room: usize,
-        text_bytes: Option<usize>,
-    ) -> Self {
+    /// A builder of type `ty` holding `nulls` nulls, with room for `room` more.
+    pub(super) fn new(ty: ColumnType, nulls: usize, room: usize) -> Self {
         let rows = nulls + room;
-        let mut b = ColumnBuilder::with_room(ty, rows, text_bytes.unwrap_or(rows * 8));
+        let mut b = ColumnBuilder::with_room(ty, rows, rows * 8);
         b.append_nulls(nulls);
         b
-    }
-
-    /// Bytes of text it holds (a text column's values; 0 for other types).
-    pub(super) fn text_bytes(&self) -> usize {
-        match self {
-            ColumnBuilder::Str(b) => b.values_slice().len(),
-            _ => 0,
-        }
     }
 
     /// An empty builder of type `ty` with room for `rows` values, and `text_bytes` of text if
