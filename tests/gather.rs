@@ -45,6 +45,13 @@ fn event(id: &str, name: &str, n: usize) -> Value {
     json!({"event": name, "messageId": id, "properties": {"n": n}})
 }
 
+/// `n` events named `name`, with ids of their own for round `round`.
+fn events(name: &str, round: usize, n: usize) -> Vec<Value> {
+    (0..n)
+        .map(|i| event(&format!("{name}-{round}-{i}"), name, i))
+        .collect()
+}
+
 #[tokio::test]
 async fn events_submitted_together_keep_their_own_answers() {
     let srv = TestServer::start(|_| {}).await;
@@ -251,11 +258,7 @@ async fn events_one_at_a_time_go_on_their_own() {
 #[tokio::test]
 async fn a_team_whose_submissions_hold_few_goes_on_its_own() {
     let srv = TestServer::start(|_| {}).await;
-    let three = |round: usize| -> Vec<Value> {
-        (0..3)
-            .map(|i| event(&format!("few-{round}-{i}"), "Few", i))
-            .collect()
-    };
+    let three = |round: usize| events("Few", round, 3);
     let start = srv.srv().state.ingest.gather_counts();
     // The first alone, the other two gathered: a submission of two.
     let answers = submit_together(&srv, &three(0)).await;
@@ -287,11 +290,7 @@ async fn a_team_whose_submissions_hold_few_goes_on_its_own() {
 #[tokio::test]
 async fn one_small_submission_among_large_ones_keeps_gathering() {
     let srv = TestServer::start(|_| {}).await;
-    let batch = |round: usize, n: usize| -> Vec<Value> {
-        (0..n)
-            .map(|i| event(&format!("mean-{round}-{i}"), "Mean", i))
-            .collect()
-    };
+    let batch = |round: usize, n: usize| events("Mean", round, n);
     let start = srv.srv().state.ingest.gather_counts();
     // A large submission (the first alone, 30 gathered), then a small one (1 alone, 2).
     submit_together(&srv, &batch(0, 31)).await;
@@ -320,4 +319,31 @@ async fn one_small_submission_among_large_ones_keeps_gathering() {
     );
     srv.flush().await;
     assert_eq!(srv.rows(&srv.element("mean", None)).await.len(), 38);
+}
+
+/// A run of small submissions after a large one stops gathering: the large one counts for at
+/// most a few events in the mean.
+#[tokio::test]
+async fn a_run_of_small_submissions_after_a_large_one_stops_gathering() {
+    let srv = TestServer::start(|_| {}).await;
+    let batch = |round: usize, n: usize| events("Run", round, n);
+    // A large submission, then two of two (each round's first event goes alone).
+    submit_together(&srv, &batch(0, 31)).await;
+    submit_together(&srv, &batch(1, 3)).await;
+    submit_together(&srv, &batch(2, 3)).await;
+    let small = srv.srv().state.ingest.gather_counts();
+    // Now every event of the next round goes on its own.
+    let answers = submit_together(&srv, &batch(3, 3)).await;
+    assert!(answers.iter().all(|a| matches!(a, Ok(Accepted::Stored))));
+    let last = srv.srv().state.ingest.gather_counts();
+    assert_eq!(
+        (
+            last.submissions - small.submissions,
+            last.direct - small.direct
+        ),
+        (0, 3),
+        "{small:?} -> {last:?}"
+    );
+    srv.flush().await;
+    assert_eq!(srv.rows(&srv.element("run", None)).await.len(), 40);
 }

@@ -7,8 +7,8 @@
 //! [`bulk::MIN_EVENTS`] events, their rows built into a batch per table that the team's actor
 //! takes whole). An event of a team with nothing in flight goes on its own at once, and so do
 //! a team's events while its gathered submissions held fewer than [`WORTH`] on average (a
-//! moving mean over the last several; tried again after [`RETRY_AFTER`]): a submission of one
-//! or two costs more than it saves. With buffered
+//! moving mean over the last several, [`mean16_after`]; tried again after [`RETRY_AFTER`]): a
+//! submission of one or two costs more than it saves. With buffered
 //! acks a submission is in flight only for the moment of its append, so events go on their own.
 //!
 //! Each event keeps its own answer. A refusal before the WAL append (a limit, the budget) sends
@@ -48,6 +48,11 @@ const WORTH: usize = 4;
 
 /// Weight of the newest submission in the moving mean of their sizes: 1/`MEAN_WEIGHT`.
 const MEAN_WEIGHT: usize = 8;
+
+/// Most events a submission counts for in the mean: one large submission (a burst) would
+/// otherwise keep a team whose submissions then hold one or two gathering for dozens of them;
+/// capped so, seven small ones bring the mean under [`WORTH`].
+const MEAN_MOST: usize = 2 * WORTH;
 
 /// Events submitted on their own, while gathering did not pay, between two that try it again.
 const RETRY_AFTER: u32 = 64;
@@ -180,9 +185,20 @@ impl Gathering {
         } else {
             q.waiters.drain(..MOST).collect()
         };
-        q.mean16 = q.mean16 - q.mean16 / MEAN_WEIGHT + taken.len() * 16 / MEAN_WEIGHT;
+        q.mean16 = mean16_after(q.mean16, taken.len());
         q.led = !q.waiters.is_empty();
         (taken, q.led)
+    }
+}
+
+/// The moving mean ([`Queue::mean16`]) after a submission of `n` events. A submission that
+/// pays brings the mean to [`WORTH`] at least: gathering, tried again and paying, goes on at once.
+fn mean16_after(mean16: usize, n: usize) -> usize {
+    let moved = mean16 - mean16 / MEAN_WEIGHT + n.min(MEAN_MOST) * 16 / MEAN_WEIGHT;
+    if n >= WORTH {
+        moved.max(WORTH * 16)
+    } else {
+        moved
     }
 }
 
@@ -347,5 +363,33 @@ impl Ingest {
                 .map_err(|e| e.error);
             let _ = reply.send(result);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mean_follows_submissions_and_a_paying_one_resumes_at_once() {
+        let start = WORTH * 16;
+        // Two is too few: under the mark after one.
+        assert!(mean16_after(start, 2) < WORTH * 16);
+        // A burst counts for MEAN_MOST: seven submissions of one bring the mean under.
+        let mut m = mean16_after(start, MOST);
+        assert!(m >= WORTH * 16);
+        for _ in 0..7 {
+            m = mean16_after(m, 1);
+        }
+        assert!(m < WORTH * 16, "{m}");
+        // Long at one event a submission, a retry that holds WORTH resumes gathering.
+        let mut low = start;
+        for _ in 0..100 {
+            low = mean16_after(low, 1);
+        }
+        // The mean of ones, to within the rounding (at most 7/16 of an event over).
+        assert!((16..16 + 8).contains(&low), "{low}");
+        assert_eq!(mean16_after(low, WORTH), WORTH * 16);
+        assert!(mean16_after(low, WORTH - 1) < WORTH * 16);
     }
 }

@@ -30,7 +30,7 @@ pub struct Item {
     /// Extra record flags (`FLAG_SEGMENT` for Segment messages).
     pub flags: u8,
     /// When it was received, if not when its submission was: an event gathered with others
-    /// ([`super::gather`]) keeps its own time in its WAL record.
+    /// (`ingest::gather`) keeps its own time in its WAL record.
     pub received_at: Option<i64>,
 }
 
