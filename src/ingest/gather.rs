@@ -4,8 +4,9 @@
 //! write under way is done (durable acks) or after one turn of the scheduler — takes every
 //! event queued so far and submits them as one batch ([`Ingest::submit_items`]: one dedup
 //! claim, one budget admission, one limits check, one WAL append, and, from
-//! [`bulk::MIN_EVENTS`] events, their rows built into a batch per table that the team's actor
-//! takes whole). An event of a team with nothing in flight goes on its own at once, and so do
+//! [`bulk::MIN_EVENTS`] events, the rows of a table with [`bulk::MIN_TABLE_ROWS`] of them built
+//! into one batch that the team's actor takes whole; fewer rows are appended by the actor, which
+//! costs less than a small batch: `batch_stages`' `gathered_*`). An event of a team with nothing in flight goes on its own at once, and so do
 //! a team's events while its gathered submissions held fewer than [`WORTH`] on average (a
 //! moving mean over the last several, [`mean16_after`]; tried again after [`RETRY_AFTER`]): a
 //! submission of one or two costs more than it saves. With buffered
@@ -20,6 +21,7 @@
 //! it. Each event's WAL record keeps the time its own request was received.
 //!
 //! [`bulk::MIN_EVENTS`]: super::bulk::MIN_EVENTS
+//! [`bulk::MIN_TABLE_ROWS`]: super::bulk::MIN_TABLE_ROWS
 
 use foldhash::{HashSet, HashSetExt};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
