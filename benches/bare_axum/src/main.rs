@@ -63,8 +63,19 @@ async fn durable(ok: bool, body: Bytes) -> Response {
     answer(ok)
 }
 
+/// `--spin-us N`: CPU an event spends beyond the parse, spinning on its request's thread, to
+/// model a server's own work of N µs an event (what a ratio to bare allows a server to spend).
+static SPIN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 async fn event(body: Bytes) -> Response {
     let ok = serde_json::from_slice::<Value>(&body).is_ok_and(|v| v.is_object());
+    let spin = SPIN.load(std::sync::atomic::Ordering::Relaxed);
+    if spin > 0 {
+        let until = std::time::Instant::now() + std::time::Duration::from_nanos(spin);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
     durable(ok, body).await
 }
 
@@ -121,6 +132,15 @@ async fn main() {
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--listen", Some(addr)) => listen = addr,
+            ("--spin-us", Some(us)) => match us.parse::<f64>() {
+                Ok(us) if us >= 0.0 => {
+                    SPIN.store((us * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed)
+                }
+                _ => {
+                    eprintln!("bare_axum: --spin-us takes a number of microseconds");
+                    std::process::exit(2);
+                }
+            },
             ("--wal" | "--wal2" | "--wal-lead", Some(dir)) => match Wal::open(
                 std::path::Path::new(&dir),
                 match a.as_str() {
@@ -150,7 +170,7 @@ async fn main() {
             _ => {
                 eprintln!(
                     "usage: bare_axum [--listen ADDR] [--wal DIR | --wal2 DIR | --wal-lead DIR] \
-                     [--store DIR (feature store)]"
+                     [--spin-us MICROSECONDS] [--store DIR (feature store)]"
                 );
                 std::process::exit(2);
             }
