@@ -6,11 +6,12 @@
 //! claim, one budget admission, one limits check, one WAL append, and, from
 //! [`bulk::MIN_EVENTS`] events, the rows of a table with [`bulk::MIN_TABLE_ROWS`] of them built
 //! into one batch that the team's actor takes whole; fewer rows are appended by the actor, which
-//! costs less than a small batch: `batch_stages`' `gathered_*`). An event of a team with nothing in flight goes on its own at once, and so do
-//! a team's events while its gathered submissions held fewer than [`WORTH`] on average (a
-//! moving mean over the last several, [`mean16_after`]; tried again after [`RETRY_AFTER`]): a
-//! submission of one or two costs more than it saves. With buffered
-//! acks a submission is in flight only for the moment of its append, so events go on their own.
+//! costs less than a small batch: `batch_stages`' `gathered_*`). An event of a team with
+//! nothing in flight goes on its own at once, and so do a team's events while its gathered
+//! submissions held fewer than [`WORTH`] on average (a moving mean over the last several,
+//! [`mean16_after`]; tried again after [`RETRY_AFTER`]): a submission of one or two costs more
+//! than it saves. With buffered acks a submission is in flight only for the moment of its
+//! append, so events go on their own.
 //!
 //! Each event keeps its own answer. A refusal before the WAL append (a limit, the budget) sends
 //! the events it left unlogged through the usual way one by one, so each gets the answer it
@@ -151,8 +152,8 @@ impl Gathering {
 
     /// Whether an event of `team` is to be gathered: when a submission is gathering already,
     /// or when one of the team's is in flight (an event now would wait for its write) and the
-    /// team's gathered submissions held [`WORTH`] events on average — or [`RETRY_AFTER`] events went
-    /// on their own since gathering was last tried.
+    /// team's gathered submissions held [`WORTH`] events on average — or [`RETRY_AFTER`] events
+    /// went on their own since gathering was last tried.
     fn wanted(team: &Team) -> bool {
         let mut q = team.queue.lock().unwrap_or_else(|p| p.into_inner());
         if q.led {
