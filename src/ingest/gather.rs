@@ -17,9 +17,9 @@
 //! the events it left unlogged through the usual way one by one, so each gets the answer it
 //! would have had on its own; a failed WAL write fails them all, as it fails every event of its
 //! commit group, but a duplicate of a stored event is still answered as one. An event whose
-//! client went away before it was taken is not logged. Two events with the same `messageId` are never in
-//! one submission: a later one is submitted once the first's outcome is known, and dedup answers
-//! it. Each event's WAL record keeps the time its own request was received.
+//! client went away before it was taken is not logged. Two events with the same `messageId`
+//! are never in one submission: a later one is submitted once the first's outcome is known, and
+//! dedup answers it. Each event's WAL record keeps the time its own request was received.
 //!
 //! [`bulk::MIN_EVENTS`]: super::bulk::MIN_EVENTS
 //! [`bulk::MIN_TABLE_ROWS`]: super::bulk::MIN_TABLE_ROWS
