@@ -14,6 +14,11 @@
 //! syncing while the first one's sync runs) and `--wal-lead DIR` (no writer thread: the request
 //! that finds no write under way writes and syncs the queue itself, PostgreSQL's `XLogFlush`).
 //!
+//! With `--per-core N`, the same handlers run on N single-threaded runtimes, one thread each,
+//! each accepting on its own `SO_REUSEPORT` socket of the port: the thread-per-core shape, where
+//! a connection and its requests never move between threads (BENCHMARKS.md, thirty-third
+//! session: the floor gains ~16 % from it, its idle cores falling from ~17 % to ~5 %).
+//!
 //! With `--store DIR` as well (built with `--features store`), it is the stored floor: NDJSON
 //! batches are also decoded into Arrow columns and written to `DIR` as Parquet ([`store`]).
 //!
@@ -21,6 +26,7 @@
 //! cargo build --release --manifest-path benches/bare_axum/Cargo.toml
 //! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0   # prints "listening on ADDR"
 //! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/bare-wal
+//! benches/bare_axum/target/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/bare-wal --per-core 2
 //! cargo build --release --features store --target-dir benches/bare_axum/target/store \
 //!     --manifest-path benches/bare_axum/Cargo.toml
 //! benches/bare_axum/target/store/release/bare_axum --listen 127.0.0.1:0 --wal /tmp/w --store /tmp/s
@@ -62,6 +68,11 @@ async fn durable(ok: bool, body: Bytes) -> Response {
     }
     answer(ok)
 }
+
+/// `--per-core N`: N threads, each a single-threaded runtime accepting on its own socket of
+/// the same port (`SO_REUSEPORT`, so the kernel spreads connections), instead of one
+/// work-stealing runtime: the thread-per-core shape, where nothing moves between cores.
+static PER_CORE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// `--spin-us N`: CPU an event spends beyond the parse, spinning on its request's thread, to
 /// model a server's own work of N µs an event (what a ratio to bare allows a server to spend).
@@ -132,6 +143,13 @@ async fn main() {
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
             ("--listen", Some(addr)) => listen = addr,
+            ("--per-core", Some(n)) => match n.parse::<usize>() {
+                Ok(n) if n > 0 => PER_CORE.store(n, std::sync::atomic::Ordering::Relaxed),
+                _ => {
+                    eprintln!("bare_axum: --per-core takes a number of threads");
+                    std::process::exit(2);
+                }
+            },
             ("--spin-us", Some(us)) => match us.parse::<f64>() {
                 Ok(us) if us >= 0.0 => {
                     SPIN.store((us * 1000.0) as u64, std::sync::atomic::Ordering::Relaxed)
@@ -170,11 +188,16 @@ async fn main() {
             _ => {
                 eprintln!(
                     "usage: bare_axum [--listen ADDR] [--wal DIR | --wal2 DIR | --wal-lead DIR] \
-                     [--spin-us MICROSECONDS] [--store DIR (feature store)]"
+                     [--spin-us MICROSECONDS] [--per-core THREADS] [--store DIR (feature store)]"
                 );
                 std::process::exit(2);
             }
         }
+    }
+    let per_core = PER_CORE.load(std::sync::atomic::Ordering::Relaxed);
+    if per_core > 0 {
+        serve_per_core(&listen, per_core);
+        return;
     }
     let listener = match tokio::net::TcpListener::bind(&listen).await {
         Ok(l) => l,
@@ -183,10 +206,7 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    let app = Router::new()
-        .route("/v1/event", post(event))
-        .route("/v1/batch", post(batch))
-        .layer(DefaultBodyLimit::max(4 << 20));
+    let app = router();
     match listener.local_addr() {
         Ok(addr) => println!("listening on {addr}"),
         Err(e) => eprintln!("bare_axum: {e}"),
@@ -194,5 +214,61 @@ async fn main() {
     if let Err(e) = axum::serve(listener, app).await {
         eprintln!("bare_axum: {e}");
         std::process::exit(1);
+    }
+}
+
+fn router() -> Router {
+    Router::new()
+        .route("/v1/event", post(event))
+        .route("/v1/batch", post(batch))
+        .layer(DefaultBodyLimit::max(4 << 20))
+}
+
+/// `--per-core`: `threads` single-threaded runtimes, each serving its own `SO_REUSEPORT`
+/// socket bound to `listen` (the first one's port when `listen` asks for any). Never returns.
+fn serve_per_core(listen: &str, threads: usize) {
+    let fail = |e: std::io::Error| -> ! {
+        eprintln!("bare_axum: cannot listen on {listen}: {e}");
+        std::process::exit(1);
+    };
+    let mut addr: std::net::SocketAddr = listen
+        .parse()
+        .unwrap_or_else(|e| fail(std::io::Error::other(e)));
+    let mut sockets = Vec::new();
+    for _ in 0..threads {
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            None,
+        )
+        .unwrap_or_else(|e| fail(e));
+        socket.set_reuse_port(true).unwrap_or_else(|e| fail(e));
+        socket.set_nonblocking(true).unwrap_or_else(|e| fail(e));
+        socket.bind(&addr.into()).unwrap_or_else(|e| fail(e));
+        socket.listen(1024).unwrap_or_else(|e| fail(e));
+        if let Some(bound) = socket.local_addr().ok().and_then(|a| a.as_socket()) {
+            addr = bound;
+        }
+        sockets.push(std::net::TcpListener::from(socket));
+    }
+    println!("listening on {addr}");
+    let threads: Vec<_> = sockets
+        .into_iter()
+        .map(|std_listener| {
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(std_listener).expect("listener");
+                    let _ = axum::serve(listener, router()).await;
+                });
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
     }
 }
