@@ -69,9 +69,9 @@ async fn durable(ok: bool, body: Bytes) -> Response {
     answer(ok)
 }
 
-/// `--per-core N`: N threads, each a single-threaded runtime accepting on its own socket of
-/// the same port (`SO_REUSEPORT`, so the kernel spreads connections), instead of one
-/// work-stealing runtime: the thread-per-core shape, where nothing moves between cores.
+/// `--per-core N`: N threads, each a single-threaded runtime, the accepted connections handed
+/// to them round robin, instead of one work-stealing runtime: the thread-per-core shape, where
+/// a connection and its requests never move between threads.
 static PER_CORE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// `--spin-us N`: CPU an event spends beyond the parse, spinning on its request's thread, to
@@ -224,51 +224,61 @@ fn router() -> Router {
         .layer(DefaultBodyLimit::max(4 << 20))
 }
 
-/// `--per-core`: `threads` single-threaded runtimes, each serving its own `SO_REUSEPORT`
-/// socket bound to `listen` (the first one's port when `listen` asks for any). Never returns.
+/// Connections handed to one thread's runtime.
+struct Handed(tokio::sync::mpsc::UnboundedReceiver<(std::net::TcpStream, std::net::SocketAddr)>);
+
+impl axum::serve::Listener for Handed {
+    type Io = tokio::net::TcpStream;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some((stream, peer)) = self.0.recv().await else {
+                return std::future::pending().await;
+            };
+            if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                return (stream, peer);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(std::net::SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+}
+
+/// `--per-core`: this thread accepts on `listen` and hands the connections round robin to
+/// `threads` threads, each a single-threaded runtime serving the router. Never returns.
 fn serve_per_core(listen: &str, threads: usize) {
-    let fail = |e: std::io::Error| -> ! {
+    let listener = std::net::TcpListener::bind(listen).unwrap_or_else(|e| {
         eprintln!("bare_axum: cannot listen on {listen}: {e}");
         std::process::exit(1);
-    };
-    let mut addr: std::net::SocketAddr = listen
-        .parse()
-        .unwrap_or_else(|e| fail(std::io::Error::other(e)));
-    let mut sockets = Vec::new();
-    for _ in 0..threads {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            None,
-        )
-        .unwrap_or_else(|e| fail(e));
-        socket.set_reuse_port(true).unwrap_or_else(|e| fail(e));
-        socket.set_nonblocking(true).unwrap_or_else(|e| fail(e));
-        socket.bind(&addr.into()).unwrap_or_else(|e| fail(e));
-        socket.listen(1024).unwrap_or_else(|e| fail(e));
-        if let Some(bound) = socket.local_addr().ok().and_then(|a| a.as_socket()) {
-            addr = bound;
-        }
-        sockets.push(std::net::TcpListener::from(socket));
-    }
+    });
+    let addr = listener
+        .local_addr()
+        .expect("a bound socket has an address");
     println!("listening on {addr}");
-    let threads: Vec<_> = sockets
-        .into_iter()
-        .map(|std_listener| {
+    let senders: Vec<_> = (0..threads)
+        .map(|_| {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
                     .expect("runtime");
                 rt.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(std_listener).expect("listener");
-                    let _ = axum::serve(listener, router()).await;
+                    let _ = axum::serve(Handed(rx), router()).await;
                 });
-            })
+            });
+            tx
         })
         .collect();
-    for t in threads {
-        let _ = t.join();
+    let mut next = 0;
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let _ = stream.set_nonblocking(true);
+        let peer = stream.peer_addr().unwrap_or(addr);
+        let _ = senders[next % threads].send((stream, peer));
+        next += 1;
     }
 }
