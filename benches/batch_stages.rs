@@ -6,7 +6,8 @@
 //! end-to-end comparison (`benches/compare_batch.sh`) is noisy; figures in BENCHMARKS.md. Also,
 //! for every generator mix, a message's top-level fields read by the validating walk against
 //! serde_json alone, and a request's messages built straight into its tables (`direct_*`), the
-//! server's path for a batch, and gathered submissions of single events built so (`gathered_*`).
+//! server's path for a batch (and what its per-table batches cost), and gathered submissions of
+//! single events built so (`gathered_*`).
 //! Run: `cargo bench --bench batch_stages`.
 
 use std::hint::black_box;
@@ -200,7 +201,11 @@ fn top_fields(c: &mut Criterion) {
 
 /// What a batch request's task does to its 500 messages on the server's path: each message's
 /// top-level fields read, checked and built straight into a batch per table
-/// ([`DirectBuild`]), for every generator mix.
+/// ([`DirectBuild`]), for every generator mix (`build`). Beside it, what the batches
+/// themselves cost: `logged` stops before they are made (the messages' values in their tables'
+/// logs, no arrays), and `build_push` also hands them to the team's buffers as the actor does,
+/// which join them into chunks, taken every 50,000 events as a flush takes them
+/// (BENCHMARKS.md, thirty-fourth session).
 fn direct_build(c: &mut Criterion) {
     let now = chrono::Utc::now();
     for mix in [Mix::Shop, Mix::Wide, Mix::Narrow, Mix::Sdk, Mix::Strings] {
@@ -217,6 +222,40 @@ fn direct_build(c: &mut Criterion) {
                     tape = top.into_tape();
                 }
                 black_box(build.finish().unwrap())
+            })
+        });
+        g.bench_function("logged", |b| {
+            b.iter(|| {
+                let mut build = DirectBuild::default();
+                let mut tape = Tape::default();
+                for m in black_box(&msgs) {
+                    let top = Top::parse_on(m, tape).unwrap();
+                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
+                    tape = top.into_tape();
+                }
+                black_box(build)
+            })
+        });
+        let mut tables: HashMap<String, stowage::ingest::buffered::BufferedTable> =
+            HashMap::default();
+        let mut appended = 0;
+        g.bench_function("build_push", |b| {
+            b.iter(|| {
+                let mut build = DirectBuild::default();
+                let mut tape = Tape::default();
+                for m in black_box(&msgs) {
+                    let top = Top::parse_on(m, tape).unwrap();
+                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
+                    tape = top.into_tape();
+                }
+                for t in build.finish().unwrap() {
+                    tables.entry(t.name).or_default().push(t.batch);
+                }
+                appended += BATCH;
+                if appended >= 50_000 {
+                    appended = 0;
+                    tables.values_mut().for_each(|t| drop(t.take()));
+                }
             })
         });
         g.finish();
