@@ -20,7 +20,7 @@ use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
 use stowage::ingest::bulk;
 use stowage::ingest::dedup::{Claim, Dedup};
-use stowage::ingest::direct::DirectBuild;
+use stowage::ingest::direct::{DirectBuild, DirectRows};
 use stowage::ingest::event::EventRows;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
@@ -249,7 +249,11 @@ fn direct_build(c: &mut Criterion) {
                     tape = top.into_tape();
                 }
                 for t in build.finish().unwrap() {
-                    tables.entry(t.name).or_default().push(t.batch);
+                    let table = tables.entry(t.name).or_default();
+                    match t.rows {
+                        DirectRows::Batch(batch) => table.push(batch),
+                        DirectRows::Logged(rows) => table.push_logged(&rows),
+                    }
                 }
                 appended += BATCH;
                 if appended >= 50_000 {
@@ -320,7 +324,11 @@ fn gathered(c: &mut Criterion) {
                             tape = top.into_tape();
                         }
                         for t in build.finish().unwrap() {
-                            tables.entry(t.name).or_default().push(t.batch);
+                            let table = tables.entry(t.name).or_default();
+                            match t.rows {
+                                DirectRows::Batch(batch) => table.push(batch),
+                                DirectRows::Logged(rows) => table.push_logged(&rows),
+                            }
                         }
                     }
                     appended += BATCH;

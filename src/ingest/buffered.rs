@@ -21,6 +21,7 @@ use arrow::record_batch::RecordBatch;
 
 use crate::model::value::Cell;
 use crate::warehouse::buffer::TableBuffer;
+use crate::warehouse::logged_rows::LoggedRows;
 use crate::warehouse::unify;
 
 /// Rows of the open buffer frozen into a batch of their own.
@@ -73,6 +74,17 @@ impl BufferedTable {
         self.pushed.push(batch);
         if self.pushed_rows >= CHUNK_ROWS {
             self.join_pushed();
+        }
+    }
+
+    /// Appends a request's logged rows to the open ones ([`TableBuffer::append_logged`]);
+    /// rows the open columns cannot take (a time outside the calendar for a text column) are
+    /// pushed as a batch of their own instead, for the flush to report.
+    pub fn push_logged(&mut self, rows: &LoggedRows) {
+        if self.open.append_logged(rows).is_err() {
+            self.push(TableBuffer::batch_of(rows));
+        } else if self.open.rows() >= CHUNK_ROWS {
+            self.freeze();
         }
     }
 

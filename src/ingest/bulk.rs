@@ -31,6 +31,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use super::event::EventRows;
 use crate::model::value::Name;
 use crate::warehouse::buffer::TableBuffer;
+use crate::warehouse::logged_rows::LoggedRows;
 
 /// Fewest events in a request for its rows to be built on its task.
 pub const MIN_EVENTS: usize = 16;
@@ -47,18 +48,26 @@ pub struct TableBatch {
     pub batch: RecordBatch,
 }
 
-/// One request's rows: a batch per table that had enough of them, and the events with rows in
-/// other tables, whose rows in those tables the actor appends one by one.
+/// One table's rows of a request, logged ([`super::direct`]'s few rows of a table).
+pub struct TableLogged {
+    pub table: String,
+    pub rows: LoggedRows,
+}
+
+/// One request's rows: a batch per table that had enough of them, the logged rows of others,
+/// and the events with rows in other tables, whose rows in those tables the actor appends one
+/// by one.
 pub struct TableBatches {
     pub tables: Vec<TableBatch>,
+    pub logged: Vec<TableLogged>,
     /// Events with a row in a table not in `tables`.
     pub rest: Vec<EventRows>,
 }
 
 impl TableBatches {
-    /// Whether `table`'s rows are in a batch.
+    /// Whether `table`'s rows are in a batch or logged.
     pub fn built(&self, table: &str) -> bool {
-        self.tables.iter().any(|t| t.table == table)
+        self.tables.iter().any(|t| t.table == table) || self.logged.iter().any(|t| t.table == table)
     }
 }
 
@@ -78,9 +87,13 @@ enum Rows {
     },
 }
 
+/// A table's column names.
+pub type ColumnNames<'a> = Box<dyn Iterator<Item = &'a str> + 'a>;
+
 /// A request's built batches, and which events keep rows for the actor.
 pub struct Plan {
     tables: Vec<TableBatch>,
+    logged: Vec<TableLogged>,
     /// Per event: whether it has a row in a table not built.
     pub rest: Vec<bool>,
 }
@@ -163,6 +176,7 @@ pub fn build<'a>(events: &[&'a EventRows]) -> Option<Plan> {
     }
     Some(Plan {
         tables: batches(tables)?,
+        logged: Vec::new(),
         rest,
     })
 }
@@ -202,30 +216,45 @@ fn batches(tables: Vec<(String, Rows)>) -> Option<Vec<TableBatch>> {
 }
 
 impl Plan {
-    /// The plan of `events` events whose every row is in `tables`.
-    pub(super) fn whole(tables: Vec<TableBatch>, events: usize) -> Plan {
+    /// The plan of `events` events whose every row is in `tables` or `logged`.
+    pub(super) fn whole(tables: Vec<TableBatch>, logged: Vec<TableLogged>, events: usize) -> Plan {
         Plan {
             tables,
+            logged,
             rest: vec![false; events],
         }
     }
 
-    /// Each built table's name and schema.
-    pub fn schemas(&self) -> impl Iterator<Item = (&str, &Schema)> {
-        self.tables
-            .iter()
-            .map(|t| (t.table.as_str(), t.batch.schema_ref().as_ref()))
+    /// Each built or logged table's name and its columns' names.
+    pub fn columns(&self) -> impl Iterator<Item = (&str, ColumnNames<'_>)> {
+        let built = self.tables.iter().map(|t| {
+            let names = t
+                .batch
+                .schema_ref()
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str());
+            (t.table.as_str(), Box::new(names) as ColumnNames<'_>)
+        });
+        let logged = self.logged.iter().map(|t| {
+            (
+                t.table.as_str(),
+                Box::new(t.rows.column_names()) as ColumnNames<'_>,
+            )
+        });
+        built.chain(logged)
     }
 
-    /// Whether `table`'s rows are in a batch.
+    /// Whether `table`'s rows are in a batch or logged.
     pub fn built(&self, table: &str) -> bool {
-        self.tables.iter().any(|t| t.table == table)
+        self.tables.iter().any(|t| t.table == table) || self.logged.iter().any(|t| t.table == table)
     }
 
-    /// The built batches, with the events that keep rows for the actor.
+    /// The built batches and logged rows, with the events that keep rows for the actor.
     pub fn finish(self, rest: Vec<EventRows>) -> TableBatches {
         TableBatches {
             tables: self.tables,
+            logged: self.logged,
             rest,
         }
     }

@@ -10,7 +10,10 @@
 //! (BENCHMARKS.md, twenty-seventh session), where
 //! [`flatten`](crate::model::flatten::flatten) makes a name and a cell for every value and
 //! [`TableBuffer::append`](crate::warehouse::buffer::TableBuffer::append) finds each cell's
-//! column by its name and widens and null-fills its builders row by row.
+//! column by its name and widens and null-fills its builders row by row. A table with fewer
+//! than [`MIN_TABLE_ROWS`] rows in the request is not built but handed over as its log
+//! ([`LoggedRows`]), which the team buffer appends into its open columns: a batch of a few
+//! rows costs an array a column to make and again to join (thirty-fourth session).
 //!
 //! It takes only what needs none of flattening's bookkeeping: an object whose values land on
 //! distinct columns. A message it does not take (a collision, which `_unmapped` resolves, a
@@ -19,26 +22,26 @@
 //! the fault. So every row it builds is the row the usual way builds, which its tests check
 //! against [`super::event::finish`] and `TableBuffer::append` of the cells.
 
-use std::hash::{BuildHasher, Hasher};
-
 use arrow::array::BooleanArray;
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::Schema;
 use arrow::error::ArrowError;
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use chrono::{DateTime, Utc};
-use foldhash::HashMap;
 use std::sync::Arc;
 
-use super::bulk::{TableBatch, beside_tracks, same_name};
+use super::bulk::{MIN_TABLE_ROWS, Plan, TableBatch, TableLogged, beside_tracks};
 use super::event::Parts;
+use super::key_paths::KeyPaths;
 use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
-use crate::model::flatten::{self, MAX_FLATTEN_DEPTH, Names};
+use crate::model::flatten::{self, MAX_FLATTEN_DEPTH};
 use crate::model::members::RawObject;
 use crate::model::reuse::recycle;
 use crate::model::value::{Name, Value, ValueCow, ValueRef};
+use crate::warehouse::buffer::TableBuffer;
 use crate::warehouse::column_log::ColumnLog;
+use crate::warehouse::logged_rows::LoggedRows;
 use crate::warehouse::unify;
 
 /// The table every track call also writes a row to.
@@ -55,12 +58,28 @@ const CHUNK_VALUES: usize = 1 << 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unsupported;
 
+/// A table's rows in a request: built, or (a few rows) logged.
+pub enum DirectRows {
+    Batch(RecordBatch),
+    Logged(LoggedRows),
+}
+
+impl DirectRows {
+    /// The rows as one batch (logged ones built).
+    pub fn to_batch(&self) -> RecordBatch {
+        match self {
+            DirectRows::Batch(batch) => batch.clone(),
+            DirectRows::Logged(rows) => TableBuffer::batch_of(rows),
+        }
+    }
+}
+
 /// One table's rows in a request.
 pub struct DirectTable {
     /// The table's name.
     pub name: String,
     /// Its rows, in the order of the messages.
-    pub batch: RecordBatch,
+    pub rows: DirectRows,
     /// For each row, the index of the message it came from.
     pub events: Vec<u32>,
 }
@@ -79,131 +98,6 @@ struct Building<'a> {
     /// The call's own columns of an event table (numbers of the request's columns), in order
     /// of first appearance.
     fixed: Vec<u32>,
-}
-
-/// A key path seen in the request: a member of the context or properties, or of an object
-/// nested in them.
-struct KeyPath {
-    parent: u32,
-    key: Box<str>,
-    /// The path joined with `_` as [`flatten`](crate::model::flatten) joins it.
-    joined: String,
-    /// How names under this path are finished.
-    names: Names,
-    /// The number of the column of a value at this path ([`KeyPaths::column`]), once one was
-    /// seen.
-    column: Option<u32>,
-}
-
-/// The key paths of a request's objects, each with the column its values land on.
-#[derive(Default)]
-struct KeyPaths {
-    paths: Vec<KeyPath>,
-    by_hash: HashMap<u64, u32>,
-    /// Roots: the context, and properties by how their names are finished.
-    roots: Vec<(Option<Names>, u32)>,
-    /// Distinct column names, numbered: the request's columns, whatever their table.
-    columns: HashMap<String, u32>,
-    /// The names by number.
-    names: Vec<String>,
-    /// The standard cells of the last message, with their numbers: messages of a request
-    /// mostly repeat them, so a standard cell's name is compared with the one at its place
-    /// last time before it is looked up.
-    standard: Vec<(Name, u32)>,
-    hasher: foldhash::fast::FixedState,
-}
-
-impl KeyPaths {
-    /// The root of the context (`names` `None`) or of properties finished by `names`.
-    fn root(&mut self, names: Option<Names>) -> u32 {
-        if let Some((_, at)) = self.roots.iter().find(|(n, _)| *n == names) {
-            return *at;
-        }
-        let at = self.paths.len() as u32;
-        self.paths.push(KeyPath {
-            parent: u32::MAX,
-            key: "".into(),
-            joined: if names.is_none() { "context" } else { "" }.to_string(),
-            names: names.unwrap_or(Names::Plain),
-            column: None,
-        });
-        self.roots.push((names, at));
-        at
-    }
-
-    /// The path of `key` under `parent`; `Err` on a hash shared with another path (never
-    /// seen: the request goes the usual way).
-    fn child(&mut self, parent: u32, key: &str) -> Result<u32, Unsupported> {
-        let mut h = self.hasher.build_hasher();
-        h.write_u32(parent);
-        h.write(key.as_bytes());
-        let hash = h.finish();
-        if let Some(&at) = self.by_hash.get(&hash) {
-            let p = &self.paths[at as usize];
-            return if p.parent == parent && *p.key == *key {
-                Ok(at)
-            } else {
-                Err(Unsupported)
-            };
-        }
-        let up = &self.paths[parent as usize];
-        let joined = if up.joined.is_empty() {
-            key.to_string()
-        } else {
-            format!("{}_{key}", up.joined)
-        };
-        let names = up.names;
-        let at = self.paths.len() as u32;
-        self.paths.push(KeyPath {
-            parent,
-            key: key.into(),
-            joined,
-            names,
-            column: None,
-        });
-        self.by_hash.insert(hash, at);
-        Ok(at)
-    }
-
-    /// The number of the column of a value at `path`.
-    fn column(&mut self, path: u32) -> u32 {
-        let p = &self.paths[path as usize];
-        if let Some(number) = p.column {
-            return number;
-        }
-        let name = flatten::column_name(&p.joined, p.names);
-        let number = self.number(name);
-        self.paths[path as usize].column = Some(number);
-        number
-    }
-
-    /// The number of column `name`, given when new.
-    fn number(&mut self, name: String) -> u32 {
-        if let Some(&n) = self.columns.get(&name) {
-            return n;
-        }
-        let n = self.names.len() as u32;
-        self.names.push(name.clone());
-        self.columns.insert(name, n);
-        n
-    }
-
-    /// The number of the standard cell `name`, the `place`th of its message.
-    fn standard(&mut self, place: usize, name: &Name) -> u32 {
-        if let Some((last, n)) = self.standard.get(place)
-            && same_name(last, name)
-        {
-            return *n;
-        }
-        let n = self.number(name.to_string());
-        // Places are asked in order, so `place` is at most the length.
-        if place < self.standard.len() {
-            self.standard[place] = (name.clone(), n);
-        } else {
-            self.standard.push((name.clone(), n));
-        }
-        n
-    }
 }
 
 /// A value of a row and the number of its column among the request's.
@@ -256,6 +150,8 @@ pub struct DirectBuild<'a> {
     fixed_room: Vec<u32>,
     /// Values a table logs before building them ([`CHUNK_VALUES`]; fewer in tests).
     chunk_values: Option<usize>,
+    /// Rows below which a table is logged, not built ([`MIN_TABLE_ROWS`]; others in tests).
+    log_below: Option<usize>,
 }
 
 /// What the answer and the log need of a message built directly.
@@ -408,7 +304,7 @@ impl<'a> DirectBuild<'a> {
             if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
                 return Err(Unsupported);
             }
-            let path = self.paths.child(at, key)?;
+            let path = self.paths.child(at, key).ok_or(Unsupported)?;
             if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
                 let inner = msg
                     .object(text)
@@ -427,33 +323,72 @@ impl<'a> DirectBuild<'a> {
         Ok(())
     }
 
-    /// The tables built, in the order their first rows came.
+    /// The tables built, in the order their first rows came. A table of fewer than
+    /// [`MIN_TABLE_ROWS`] rows is logged instead ([`LoggedRows`]): a batch of a few rows costs
+    /// an array a column to make and to join (BENCHMARKS.md, thirty-fourth session). An event
+    /// table so logged takes its calls' own values from the log of `tracks`, as a built one
+    /// takes them from its batch.
     pub fn finish(self) -> Result<Vec<DirectTable>, Unsupported> {
         let mut tables = self.tables;
         let names = &self.paths.names;
-        let tracks = match tables.iter_mut().find(|t| t.name == TRACKS) {
-            Some(t) => Some(t.rows(names)?.ok_or(Unsupported)?),
+        let tracks_at = tables.iter().position(|t| t.name == TRACKS);
+        let log_below = self.log_below.unwrap_or(MIN_TABLE_ROWS);
+        let small = |t: &Building| t.built.is_empty() && t.events.len() < log_below;
+        let mut logged: Vec<Option<LoggedRows>> = tables.iter().map(|_| None).collect();
+        let tracks_log = tracks_at
+            .filter(|&i| tables[i].built.is_empty())
+            .map(|i| std::mem::take(&mut tables[i].log));
+        for (i, t) in tables.iter_mut().enumerate() {
+            if Some(i) == tracks_at || !small(t) {
+                continue;
+            }
+            let mut log = if t.picks.is_empty() {
+                std::mem::take(&mut t.log)
+            } else {
+                match &tracks_log {
+                    Some(tracks) => tracks
+                        .beside(&t.log, &t.picks, &t.fixed)
+                        .ok_or(Unsupported)?,
+                    None => continue,
+                }
+            };
+            let rows = log.take_logged(names).map_err(|_| Unsupported)?;
+            logged[i] = Some(rows.ok_or(Unsupported)?);
+        }
+        if let (Some(i), Some(log)) = (tracks_at, tracks_log) {
+            tables[i].log = log;
+        }
+        let tracks = match tracks_at {
+            Some(i) if small(&tables[i]) => {
+                let rows = tables[i].log.take_logged(names).map_err(|_| Unsupported)?;
+                logged[i] = Some(rows.ok_or(Unsupported)?);
+                None
+            }
+            Some(i) => Some(tables[i].rows(names)?.ok_or(Unsupported)?),
             None => None,
         };
         let mut out = Vec::with_capacity(tables.len());
-        for mut t in tables {
-            let batch = match (&tracks, t.picks.is_empty()) {
-                (Some(tracks), _) if t.name == TRACKS => tracks.clone(),
-                (_, true) => t.rows(names)?.ok_or(Unsupported)?,
-                (Some(tracks), false) => {
+        for (mut t, logged) in tables.into_iter().zip(logged) {
+            let rows = match (logged, &tracks, t.picks.is_empty()) {
+                (Some(rows), _, _) => DirectRows::Logged(rows),
+                (None, Some(tracks), _) if t.name == TRACKS => DirectRows::Batch(tracks.clone()),
+                (None, _, true) => DirectRows::Batch(t.rows(names)?.ok_or(Unsupported)?),
+                (None, Some(tracks), false) => {
                     let fixed: Vec<Name> = t
                         .fixed
                         .iter()
                         .map(|&n| names[n as usize].clone().into())
                         .collect();
                     let own = t.rows(names)?;
-                    beside_tracks(tracks, own, t.picks, &fixed).map_err(|_| Unsupported)?
+                    DirectRows::Batch(
+                        beside_tracks(tracks, own, t.picks, &fixed).map_err(|_| Unsupported)?,
+                    )
                 }
-                (None, false) => return Err(Unsupported),
+                (None, None, false) => return Err(Unsupported),
             };
             out.push(DirectTable {
                 name: t.name,
-                batch,
+                rows,
                 events: t.events,
             });
         }
@@ -461,10 +396,12 @@ impl<'a> DirectBuild<'a> {
     }
 }
 
-/// The rows of `tables` whose events are `kept` (indexed by event), a batch per table that has
-/// some left; `Err` (the batch is then built the usual way) if a row's event is not in `kept`.
-pub fn rows_of(tables: Vec<DirectTable>, kept: &[bool]) -> Result<Vec<TableBatch>, ArrowError> {
-    let mut out = Vec::with_capacity(tables.len());
+/// The plan of a request's `tables` for the events `kept` (indexed by event): each table's
+/// rows of those events, the tables left without any dropped; `Err` (the batch is then built
+/// the usual way) if a row's event is not in `kept`.
+pub fn rows_of(tables: Vec<DirectTable>, kept: &[bool], events: usize) -> Result<Plan, ArrowError> {
+    let mut built = Vec::with_capacity(tables.len());
+    let mut logged = Vec::new();
     for t in tables {
         if t.events.iter().any(|&e| e as usize >= kept.len()) {
             return Err(ArrowError::InvalidArgumentError(format!(
@@ -473,29 +410,50 @@ pub fn rows_of(tables: Vec<DirectTable>, kept: &[bool]) -> Result<Vec<TableBatch
                 kept.len()
             )));
         }
-        if t.events.iter().all(|&e| kept[e as usize]) {
-            out.push(TableBatch {
-                table: t.name,
-                batch: t.batch,
-            });
-            continue;
-        }
-        let mask: BooleanArray = t.events.iter().map(|&e| Some(kept[e as usize])).collect();
-        let batch = filter_record_batch(&t.batch, &mask)?;
-        if batch.num_rows() > 0 {
-            out.push(TableBatch {
+        let all = t.events.iter().all(|&e| kept[e as usize]);
+        match t.rows {
+            DirectRows::Logged(rows) => {
+                let rows = if all {
+                    Some(rows)
+                } else {
+                    rows.kept(|r| kept[t.events[r as usize] as usize])
+                };
+                if let Some(rows) = rows {
+                    logged.push(TableLogged {
+                        table: t.name,
+                        rows,
+                    });
+                }
+            }
+            DirectRows::Batch(batch) if all => built.push(TableBatch {
                 table: t.name,
                 batch,
-            });
+            }),
+            DirectRows::Batch(batch) => {
+                let mask: BooleanArray = t.events.iter().map(|&e| Some(kept[e as usize])).collect();
+                let batch = filter_record_batch(&batch, &mask)?;
+                if batch.num_rows() > 0 {
+                    built.push(TableBatch {
+                        table: t.name,
+                        batch,
+                    });
+                }
+            }
         }
     }
-    Ok(out)
+    Ok(Plan::whole(built, logged, events))
 }
 
 /// Each message's estimate for the budgets: the tables' memory shared out by the length of
 /// the messages' text (`lengths`, in message order).
 pub fn sizes(tables: &[DirectTable], lengths: &[usize]) -> Vec<u64> {
-    let memory: usize = tables.iter().map(|t| t.batch.get_array_memory_size()).sum();
+    let memory: usize = tables
+        .iter()
+        .map(|t| match &t.rows {
+            DirectRows::Batch(batch) => batch.get_array_memory_size(),
+            DirectRows::Logged(rows) => rows.approx_bytes(),
+        })
+        .sum();
     let text = lengths.iter().sum::<usize>().max(1) as f64;
     let per_byte = memory as f64 / text;
     lengths

@@ -40,11 +40,14 @@ fn usual(msgs: &[String], shared: Shared) -> Result<Vec<(String, RecordBatch)>, 
 thread_local! {
     /// Values a table logs before building them, for the tests that set it (else the default).
     static CHUNK_VALUES: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    /// Rows below which a table is logged, not built (else the default).
+    static LOG_BELOW: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
 }
 
 fn direct(msgs: &[String], shared: Shared) -> Result<Vec<DirectTable>, Unsupported> {
     let mut build = DirectBuild {
         chunk_values: CHUNK_VALUES.get(),
+        log_below: LOG_BELOW.get(),
         ..DirectBuild::default()
     };
     for m in msgs {
@@ -68,8 +71,20 @@ fn compare(msgs: &[String]) -> Result<bool, String> {
     compare_with(msgs, Shared::default())
 }
 
-/// [`compare`] of a batch whose messages share `shared`.
+/// [`compare`] of a batch whose messages share `shared`: its tables logged where they have few
+/// rows (the server's way), then every table built, whatever its rows.
 fn compare_with(msgs: &[String], shared: Shared) -> Result<bool, String> {
+    let logged = compare_once(msgs, shared)?;
+    let before = LOG_BELOW.replace(Some(0));
+    let built = compare_once(msgs, shared);
+    LOG_BELOW.set(before);
+    match (logged, built?) {
+        (a, b) if a == b => Ok(a),
+        (a, b) => Err(format!("logged took it: {a}, built took it: {b}")),
+    }
+}
+
+fn compare_once(msgs: &[String], shared: Shared) -> Result<bool, String> {
     let got = match std::panic::catch_unwind(|| direct(msgs, shared)) {
         Ok(Ok(got)) => got,
         Ok(Err(Unsupported)) => return Ok(false),
@@ -86,8 +101,8 @@ fn compare_with(msgs: &[String], shared: Shared) -> Result<bool, String> {
         return Err(format!("tables {got_names:?} vs {want_names:?}"));
     }
     for ((name, want), got) in want.iter().zip(&got) {
-        let mut gs: Vec<String> = got
-            .batch
+        let got_batch = got.rows.to_batch();
+        let mut gs: Vec<String> = got_batch
             .schema()
             .fields()
             .iter()
@@ -108,9 +123,9 @@ fn compare_with(msgs: &[String], shared: Shared) -> Result<bool, String> {
             .schema()
             .fields()
             .iter()
-            .map(|f| got.batch.schema().index_of(f.name()).unwrap())
+            .map(|f| got_batch.schema().index_of(f.name()).unwrap())
             .collect();
-        let g = got.batch.project(&order).unwrap();
+        let g = got_batch.project(&order).unwrap();
         if g.schema() != want.schema() {
             return Err(format!(
                 "{name}: schema {:?} vs {:?}",
@@ -229,7 +244,11 @@ fn each_row_names_the_message_it_came_from() {
     .map(|s| s.to_string())
     .collect();
     let tables = direct(&msgs, Shared::default()).unwrap();
-    assert!(tables.iter().all(|t| t.events.len() == t.batch.num_rows()));
+    assert!(
+        tables
+            .iter()
+            .all(|t| t.events.len() == t.rows.to_batch().num_rows())
+    );
     let events: Vec<(&str, &[u32])> = tables
         .iter()
         .map(|t| (t.name.as_str(), t.events.as_slice()))
@@ -255,22 +274,40 @@ fn the_rows_of_messages_not_logged_are_taken_out() {
             format!(r#"{{"type":"track","event":"{event}","userId":"u","messageId":"m{i}"}}"#)
         })
         .collect();
-    let tables = direct(&msgs, Shared::default()).unwrap();
-    let kept = rows_of(tables, &[true, false, false, true]).unwrap();
-    let ids = |name: &str| -> Vec<String> {
-        let batch = &kept.iter().find(|t| t.table == name).unwrap().batch;
-        let id = batch.column_by_name("id").unwrap();
-        let id = id
-            .as_any()
-            .downcast_ref::<arrow::array::StringArray>()
-            .unwrap();
-        id.iter().map(|v| v.unwrap().to_string()).collect()
-    };
-    assert_eq!(ids("tracks"), ["m0", "m3"]);
-    assert_eq!(ids("a"), ["m0", "m3"]);
-    assert!(!kept.iter().any(|t| t.table == "b"), "b kept no row");
-    let tables = direct(&msgs, Shared::default()).unwrap();
-    assert!(rows_of(tables, &[true, true]).is_err());
+    // Logged (few rows, the server's way), then built.
+    for log_below in [None, Some(0)] {
+        LOG_BELOW.set(log_below);
+        let tables = direct(&msgs, Shared::default()).unwrap();
+        let logged = tables
+            .iter()
+            .filter(|t| matches!(t.rows, DirectRows::Logged(_)))
+            .count();
+        assert_eq!(logged, if log_below.is_none() { 3 } else { 0 });
+        let kept = rows_of(tables, &[true, false, false, true], 4)
+            .unwrap()
+            .finish(Vec::new());
+        let ids = |name: &str| -> Vec<String> {
+            let batch = match kept.tables.iter().find(|t| t.table == name) {
+                Some(t) => t.batch.clone(),
+                None => {
+                    let t = kept.logged.iter().find(|t| t.table == name).unwrap();
+                    TableBuffer::batch_of(&t.rows)
+                }
+            };
+            let id = batch.column_by_name("id").unwrap();
+            let id = id
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .unwrap();
+            id.iter().map(|v| v.unwrap().to_string()).collect()
+        };
+        assert_eq!(ids("tracks"), ["m0", "m3"]);
+        assert_eq!(ids("a"), ["m0", "m3"]);
+        assert!(!kept.built("b"), "b kept no row");
+        let tables = direct(&msgs, Shared::default()).unwrap();
+        assert!(rows_of(tables, &[true, true], 2).is_err());
+    }
+    LOG_BELOW.set(None);
 }
 
 /// A message's scratch vectors keep their room for the next message, at another lifetime.

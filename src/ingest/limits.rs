@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use dashmap::DashMap;
 
-use arrow::datatypes::Schema;
-
+use super::bulk::ColumnNames;
 use super::event::{EventRows, RowCells};
 use super::team::AppendError;
 use crate::catalog::{Catalog, CatalogError};
@@ -70,7 +69,7 @@ impl Limits {
     pub fn admit_gathered<'a>(
         &self,
         team: &TeamId,
-        tables: impl Iterator<Item = (&'a str, &'a Schema)>,
+        tables: impl Iterator<Item = (&'a str, ColumnNames<'a>)>,
         rows: impl Iterator<Item = (&'a str, RowCells<'a>)>,
     ) -> Result<bool, AppendError> {
         let shape = self
@@ -87,11 +86,8 @@ impl Limits {
                 }
             }
         };
-        for (table, schema) in tables {
-            add(
-                table,
-                &mut schema.fields().iter().map(|f| f.name().as_str()),
-            );
+        for (table, mut names) in tables {
+            add(table, &mut names);
         }
         for (table, cells) in rows {
             add(

@@ -24,6 +24,7 @@ pub mod flush;
 mod gather;
 pub use gather::GatherCounts;
 mod flush_encode;
+mod key_paths;
 pub mod limits;
 pub mod logged;
 pub mod progress;

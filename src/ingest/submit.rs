@@ -384,8 +384,8 @@ impl Ingest {
         let mut plan = if let Some(p) = prebuilt {
             let mut logged = vec![false; p.sizes.len()];
             items.iter().for_each(|(i, _)| logged[*i] = true);
-            match direct::rows_of(p.tables, &logged) {
-                Ok(tables) => Some(bulk::Plan::whole(tables, items.len())),
+            match direct::rows_of(p.tables, &logged, items.len()) {
+                Ok(plan) => Some(plan),
                 Err(_) => return Err((rebuild(IngestError::Rebuild), items)),
             }
         } else {
@@ -409,7 +409,7 @@ impl Ingest {
                     .zip(&p.rest)
                     .filter(|(_, rest)| **rest)
                     .flat_map(|((_, it), _)| it.rows.rows().filter(|(t, _)| !p.built(t)));
-                self.limits.admit_gathered(team, p.schemas(), rows)
+                self.limits.admit_gathered(team, p.columns(), rows)
             }
             None => Ok(false),
         };

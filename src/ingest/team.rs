@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info};
 
 use super::buffered::BufferedTable;
-use super::bulk::{TableBatch, TableBatches};
+use super::bulk::{TableBatch, TableBatches, TableLogged};
 use super::cadence::{self, AtDeadline};
 use super::control::Control;
 use super::ctx::TeamCtx;
@@ -341,18 +341,23 @@ impl TeamState {
                     self.append_rows(ev, |table| !built.built(table));
                 }
                 for TableBatch { table, batch } in &built.tables {
-                    match self.tables.get_mut(table) {
-                        Some(b) => b.push(batch.clone()),
-                        None => self
-                            .tables
-                            .entry(table.clone())
-                            .or_default()
-                            .push(batch.clone()),
-                    }
+                    self.table(table).push(batch.clone());
+                }
+                for TableLogged { table, rows } in &built.logged {
+                    self.table(table).push_logged(rows);
                 }
             }
         }
         self.note_appended(myself, logged.first_seq, logged.seq, logged.bytes);
+    }
+
+    /// The buffer of `table`, made when missing.
+    fn table(&mut self, table: &str) -> &mut BufferedTable {
+        if !self.tables.contains_key(table) {
+            self.tables
+                .insert(table.to_string(), BufferedTable::default());
+        }
+        self.tables.get_mut(table).expect("just made")
     }
 
     /// Appends one event's rows to the buffers, cell by cell: those in the tables `wanted`.

@@ -12,6 +12,8 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::column::{ColumnBuilder, finished_batch};
+use super::logged_rows::{Logged, LoggedRows};
+use crate::model::schema::ColumnType;
 use crate::model::value::RowCell;
 
 /// Rows a new column has room for (beyond the nulls it starts with) before its first doubling.
@@ -24,7 +26,7 @@ const FIRST_ROWS: usize = 16;
 #[derive(Default)]
 pub struct TableBuffer {
     names: Vec<String>,
-    columns: Vec<ColumnBuilder>,
+    pub(super) columns: Vec<ColumnBuilder>,
     /// Row index each column was last written at, to null-fill the rest.
     last_row: Vec<usize>,
     index: HashMap<String, usize>,
@@ -169,6 +171,95 @@ impl TableBuffer {
         Ok(())
     }
 
+    /// Appends logged rows ([`LoggedRows`]) by their columns, found by name once for all of
+    /// them: what appending them row by row gives, without a cell a value. All or nothing:
+    /// every column is found, made or widened first (the only step that can fail, for a column
+    /// of this buffer that cannot take the rows' values), then the values are appended.
+    pub fn append_logged(&mut self, logged: &LoggedRows) -> Result<(), ArrowError> {
+        let first = self.rows;
+        let rows = logged.rows as usize;
+        let mut widened: Vec<(usize, ColumnBuilder)> = Vec::new();
+        let mut made: Vec<(String, ColumnType)> = Vec::new();
+        let mut target: Vec<usize> = Vec::with_capacity(logged.names.len());
+        for (name, &ty) in logged.names.iter().zip(&logged.types) {
+            match self.index.get(name.as_str()) {
+                Some(&idx) => {
+                    let col = &self.columns[idx];
+                    let wide = col.ty().widen(ty);
+                    if wide != col.ty() {
+                        widened.push((idx, col.widened(wide)?));
+                    }
+                    target.push(idx);
+                }
+                None => {
+                    target.push(self.columns.len() + made.len());
+                    made.push((name.clone(), ty));
+                }
+            }
+        }
+        // A time outside the calendar placed in a text column has no text: refused, as a
+        // widening refuses it (the new columns' types were checked when the rows were taken).
+        let text_at = |idx: usize| {
+            widened
+                .iter()
+                .find(|(i, _)| *i == idx)
+                .map_or(self.columns.get(idx).map(ColumnBuilder::ty), |(_, b)| {
+                    Some(b.ty())
+                })
+                == Some(ColumnType::String)
+        };
+        for e in &logged.entries {
+            if let Logged::Ts(us) = e.value
+                && text_at(target[e.column as usize])
+                && chrono::DateTime::from_timestamp_micros(us).is_none()
+            {
+                return Err(ArrowError::CastError(format!(
+                    "{}: {us} is not a time that can be written as text",
+                    logged.names[e.column as usize]
+                )));
+            }
+        }
+        for (idx, builder) in widened {
+            self.columns[idx] = builder;
+        }
+        let room = self.expected_rows.saturating_sub(first).max(rows);
+        for (name, ty) in made {
+            self.index.insert(name.clone(), self.columns.len());
+            self.names.push(name);
+            self.columns.push(ColumnBuilder::new(ty, first, room));
+            self.last_row.push(first);
+        }
+        for e in &logged.entries {
+            let idx = target[e.column as usize];
+            let row = first + e.row as usize;
+            let (col, last) = (&mut self.columns[idx], &mut self.last_row[idx]);
+            if row > *last {
+                col.append_nulls(row - *last);
+            }
+            col.append(logged.value(e.value));
+            *last = row + 1;
+        }
+        let end = first + rows;
+        for (col, last) in self.columns.iter_mut().zip(&mut self.last_row) {
+            if *last < end {
+                col.append_nulls(end - *last);
+                *last = end;
+            }
+        }
+        self.rows = end;
+        Ok(())
+    }
+
+    /// Logged rows as one batch of their own: what building them gives
+    /// ([`ColumnLog::finish`](super::column_log::ColumnLog::finish)).
+    pub fn batch_of(logged: &LoggedRows) -> RecordBatch {
+        let mut buffer = TableBuffer::for_rows(logged.rows());
+        buffer
+            .append_logged(logged)
+            .expect("logged rows were checked as they were taken");
+        buffer.take_batch()
+    }
+
     /// Ends row `row`: a null in every column it did not write.
     fn end_row(&mut self, row: usize) {
         for (idx, col) in self.columns.iter_mut().enumerate() {
@@ -188,6 +279,10 @@ impl TableBuffer {
         batch
     }
 }
+
+#[cfg(test)]
+#[path = "buffer_logged_tests.rs"]
+mod logged_tests;
 
 #[cfg(test)]
 mod tests {

@@ -20,6 +20,7 @@ use arrow::error::ArrowError;
 use arrow::record_batch::RecordBatch;
 
 use super::column::{ColumnBuilder, finished_batch};
+use super::logged_rows::{Logged, LoggedEntry, LoggedRows};
 use crate::model::reuse::recycle;
 use crate::model::schema::ColumnType;
 use crate::model::value::{ValueCow, ValueRef};
@@ -126,7 +127,132 @@ impl<'a> ColumnLog<'a> {
         built
     }
 
-    fn build(&self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+    /// The rows as [`LoggedRows`], without building them, leaving the log empty with its room
+    /// kept: `None` when no row has a value, `Err` where [`ColumnLog::finish`] fails (so a
+    /// buffer with none of their columns takes them without fail).
+    pub fn take_logged(&mut self, names: &[String]) -> Result<Option<LoggedRows>, ArrowError> {
+        let logged = self.logged(names);
+        self.entries.clear();
+        self.rows = 0;
+        logged
+    }
+
+    fn logged(&self, names: &[String]) -> Result<Option<LoggedRows>, ArrowError> {
+        let (at, mut plans) = self.plans(names)?;
+        if plans.is_empty() {
+            return Ok(None);
+        }
+        let text_bytes: usize = plans
+            .iter()
+            .filter(|p| p.ty == ColumnType::String)
+            .map(|p| p.text_bytes)
+            .sum();
+        let mut out = LoggedRows {
+            names: plans
+                .iter()
+                .map(|p| names[p.column as usize].clone())
+                .collect(),
+            types: plans.iter().map(|p| p.ty).collect(),
+            entries: Vec::with_capacity(self.entries.len()),
+            text: String::with_capacity(text_bytes),
+            rows: self.rows,
+        };
+        for e in &self.entries {
+            let i = at[e.column as usize];
+            if i == u32::MAX {
+                continue; // a null (never logged)
+            }
+            let plan = &mut plans[i as usize];
+            if e.row < plan.filled {
+                return Err(ArrowError::InvalidArgumentError(format!(
+                    "column {} given twice in a row",
+                    names[e.column as usize]
+                )));
+            }
+            plan.filled = e.row + 1;
+            let value = match e.value.value() {
+                ValueRef::Null => continue,
+                ValueRef::Bool(x) => Logged::Bool(x),
+                ValueRef::Int(x) => Logged::Int(x),
+                ValueRef::Float(x) => Logged::Float(x),
+                ValueRef::Ts(x) => Logged::Ts(x),
+                ValueRef::Str(s) => {
+                    let (Ok(at), Ok(len)) = (u32::try_from(out.text.len()), u32::try_from(s.len()))
+                    else {
+                        return Err(ArrowError::InvalidArgumentError(
+                            "over 4 GiB of text in one log".into(),
+                        ));
+                    };
+                    out.text.push_str(s);
+                    Logged::Str { at, len }
+                }
+            };
+            out.entries.push(LoggedEntry {
+                column: i,
+                row: e.row,
+                value,
+            });
+        }
+        Ok(Some(out))
+    }
+
+    /// A log of `own`'s rows, each led by this log's values of the columns `fixed` in row
+    /// `picks[r]` (an event table's rows, the call's own values taken from `tracks`); `None`
+    /// when `own` logs a column of `fixed` (that table is built as a batch, which says so).
+    pub fn beside(&self, own: &ColumnLog<'a>, picks: &[u32], fixed: &[u32]) -> Option<Self> {
+        if picks.len() != own.rows() {
+            return None;
+        }
+        let widest = fixed.iter().max().map_or(0, |m| *m as usize + 1);
+        let mut is_fixed = vec![false; widest];
+        fixed.iter().for_each(|&c| is_fixed[c as usize] = true);
+        let fixed_column = |c: u32| is_fixed.get(c as usize).copied().unwrap_or(false);
+        if own.entries.iter().any(|e| fixed_column(e.column)) {
+            return None;
+        }
+        // Where each row's values start among this log's (they are logged row by row).
+        let mut starts = vec![0u32; self.rows as usize + 1];
+        for e in &self.entries {
+            starts[e.row as usize + 1] += 1;
+        }
+        for r in 0..self.rows as usize {
+            starts[r + 1] += starts[r];
+        }
+        let mut out = ColumnLog::default();
+        out.entries = room();
+        out.entries
+            .reserve(own.entries.len() + picks.len() * fixed.len());
+        let mut next = own.entries.iter().peekable();
+        for (r, &pick) in picks.iter().enumerate() {
+            let from = *starts.get(pick as usize)? as usize;
+            let to = starts[pick as usize + 1] as usize;
+            let row = r as u32;
+            for e in self.entries[from..to]
+                .iter()
+                .filter(|e| fixed_column(e.column))
+            {
+                out.entries.push(Entry {
+                    column: e.column,
+                    row,
+                    value: e.value.clone(),
+                });
+            }
+            while let Some(e) = next.next_if(|e| e.row == row) {
+                out.entries.push(Entry {
+                    column: e.column,
+                    row,
+                    value: e.value.clone(),
+                });
+            }
+        }
+        out.rows = picks.len() as u32;
+        Some(out)
+    }
+
+    /// Each logged column's plan (its type, its text's size), in order of first value, and
+    /// per column number its plan's index (`u32::MAX`: no value). `Err` when a time outside the
+    /// calendar would be written as text, which a `TableBuffer` widening its column refuses.
+    fn plans(&self, names: &[String]) -> Result<(Vec<u32>, Vec<Plan>), ArrowError> {
         let mut at: Vec<u32> = vec![u32::MAX; names.len()];
         let mut plans: Vec<Plan> = Vec::new();
         for e in &self.entries {
@@ -162,9 +288,6 @@ impl<'a> ColumnLog<'a> {
                 _ => 24,
             };
         }
-        if plans.is_empty() {
-            return Ok(None);
-        }
         // A time placed in a text column takes its text; one outside the calendar has none,
         // which a `TableBuffer` widening its column refuses. So does the log.
         if plans.iter().any(|p| p.times && p.ty == ColumnType::String) {
@@ -179,6 +302,14 @@ impl<'a> ColumnLog<'a> {
                     )));
                 }
             }
+        }
+        Ok((at, plans))
+    }
+
+    fn build(&self, names: &[String]) -> Result<Option<RecordBatch>, ArrowError> {
+        let (at, mut plans) = self.plans(names)?;
+        if plans.is_empty() {
+            return Ok(None);
         }
         let rows = self.rows as usize;
         let mut builders: Vec<ColumnBuilder> = plans
@@ -219,7 +350,7 @@ impl<'a> ColumnLog<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::model::value::{Cell, Value};
     use crate::warehouse::buffer::TableBuffer;
@@ -309,44 +440,61 @@ mod tests {
         assert_eq!(b.data_type(), &arrow::datatypes::DataType::Utf8);
     }
 
+    /// A number below its argument, drawn from `seed` by xorshift.
+    pub(in crate::warehouse) fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
+    /// `n` random rows over columns `c0`..`c7` drawn by `next` (a number below its
+    /// argument): each column mostly of a type of its own, sometimes of any other, with nulls.
+    pub(in crate::warehouse) fn random_rows(
+        next: &mut impl FnMut(u64) -> u64,
+        n: usize,
+    ) -> Vec<Vec<(u32, Value)>> {
+        (0..n)
+            .map(|_| {
+                let mut free: Vec<u32> = (0..8).collect();
+                (0..next(6))
+                    .map(|_| {
+                        let column = free.remove(next(free.len() as u64) as usize);
+                        // Mostly a type of the column's own, sometimes any other.
+                        let kind = if next(30) == 0 {
+                            next(7)
+                        } else {
+                            [1, 2, 3, 4, 5, 0, 2, 3][column as usize]
+                        };
+                        let value = match kind {
+                            0 => Value::Null,
+                            1 => Value::Bool(next(2) == 0),
+                            2 => Value::Int(next(100) as i64 - 50),
+                            3 => Value::Float(next(100) as f64 / 8.0),
+                            4 => Value::Str(format!("s{}", next(10))),
+                            _ => Value::Ts(next(1_000_000) as i64),
+                        };
+                        (column, value)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// Random rows of distinct columns in any order, values of every type (nulls too, on known
     /// and unknown columns), logged and appended to a buffer, give the same batch: tables of
     /// 20 rows, so that some columns keep one type and others widen.
     #[test]
     fn random_rows_logged_are_random_rows_appended() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let names: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
         let mut kept_types = 0;
         for _ in 0..300 {
             let mut log = ColumnLog::default();
             let mut buffer = TableBuffer::default();
-            for _ in 0..20 {
-                let mut free: Vec<u32> = (0..8).collect();
-                let mut row: Vec<(u32, Value)> = Vec::new();
-                for _ in 0..next(6) {
-                    let column = free.remove(next(free.len() as u64) as usize);
-                    // Mostly a type of the column's own, sometimes any other.
-                    let kind = if next(30) == 0 {
-                        next(7)
-                    } else {
-                        [1, 2, 3, 4, 5, 0, 2, 3][column as usize]
-                    };
-                    let value = match kind {
-                        0 => Value::Null,
-                        1 => Value::Bool(next(2) == 0),
-                        2 => Value::Int(next(100) as i64 - 50),
-                        3 => Value::Float(next(100) as f64 / 8.0),
-                        4 => Value::Str(format!("s{}", next(10))),
-                        _ => Value::Ts(next(1_000_000) as i64),
-                    };
-                    row.push((column, value));
-                }
+            for row in random_rows(&mut next, 20) {
                 let cells: Vec<Cell> = row
                     .iter()
                     .map(|(c, v)| (names[*c as usize].clone().into(), v.clone()))

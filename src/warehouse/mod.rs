@@ -14,6 +14,7 @@ pub mod compaction;
 pub mod gc;
 pub mod import;
 pub mod layout;
+pub mod logged_rows;
 pub mod object_reader;
 pub mod reader;
 mod split;
