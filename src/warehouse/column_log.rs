@@ -177,8 +177,12 @@ impl<'a> ColumnLog<'a> {
                 ValueRef::Float(x) => Logged::Float(x),
                 ValueRef::Ts(x) => Logged::Ts(x),
                 ValueRef::Str(s) => {
-                    let (Ok(at), Ok(len)) = (u32::try_from(out.text.len()), u32::try_from(s.len()))
-                    else {
+                    let end = out.text.len().saturating_add(s.len());
+                    let (Ok(at), Ok(len), Ok(_)) = (
+                        u32::try_from(out.text.len()),
+                        u32::try_from(s.len()),
+                        u32::try_from(end),
+                    ) else {
                         return Err(ArrowError::InvalidArgumentError(
                             "over 4 GiB of text in one log".into(),
                         ));

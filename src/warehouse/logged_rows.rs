@@ -62,10 +62,14 @@ impl LoggedRows {
         }
     }
 
-    /// About the bytes these rows take once in a buffer's columns: eight a value, the text,
-    /// and a validity bit a row and column.
+    /// The bytes these rows hold while they wait for the team buffer: their entries, their
+    /// text and their column names (more than they take once appended to its columns, which
+    /// the budget's measured count then corrects).
     pub fn approx_bytes(&self) -> usize {
-        self.entries.len() * 8 + self.text.len() + (self.rows as usize * self.names.len()) / 8
+        self.entries.capacity() * size_of::<LoggedEntry>()
+            + self.text.capacity()
+            + self.names.iter().map(|n| n.capacity()).sum::<usize>()
+            + self.names.capacity() * (size_of::<String>() + size_of::<ColumnType>())
     }
 
     /// The rows `keep` keeps (by row), numbered again from 0 in their order; `None` when none
