@@ -18,9 +18,10 @@ use foldhash::HashMap;
 use stowage::bench::generator::Generator;
 use stowage::bench::mixes::Mix;
 use stowage::config::ParquetConfig;
+use stowage::ingest::buffered::BufferedTable;
 use stowage::ingest::bulk;
 use stowage::ingest::dedup::{Claim, Dedup};
-use stowage::ingest::direct::{DirectBuild, DirectRows};
+use stowage::ingest::direct::{DirectBuild, DirectRows, DirectTable};
 use stowage::ingest::event::EventRows;
 use stowage::ingest::segment::{Shared, parse_message};
 use stowage::ingest::top_fields::Top;
@@ -213,48 +214,16 @@ fn direct_build(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("direct_{mix:?}").to_lowercase());
         g.throughput(Throughput::Elements(BATCH as u64));
         g.bench_function("build", |b| {
-            b.iter(|| {
-                let mut build = DirectBuild::default();
-                let mut tape = Tape::default();
-                for m in black_box(&msgs) {
-                    let top = Top::parse_on(m, tape).unwrap();
-                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
-                    tape = top.into_tape();
-                }
-                black_box(build.finish().unwrap())
-            })
+            b.iter(|| black_box(built(black_box(&msgs), now)))
         });
         g.bench_function("logged", |b| {
-            b.iter(|| {
-                let mut build = DirectBuild::default();
-                let mut tape = Tape::default();
-                for m in black_box(&msgs) {
-                    let top = Top::parse_on(m, tape).unwrap();
-                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
-                    tape = top.into_tape();
-                }
-                black_box(build)
-            })
+            b.iter(|| black_box(logged(black_box(&msgs), now)))
         });
-        let mut tables: HashMap<String, stowage::ingest::buffered::BufferedTable> =
-            HashMap::default();
+        let mut tables: HashMap<String, BufferedTable> = HashMap::default();
         let mut appended = 0;
         g.bench_function("build_push", |b| {
             b.iter(|| {
-                let mut build = DirectBuild::default();
-                let mut tape = Tape::default();
-                for m in black_box(&msgs) {
-                    let top = Top::parse_on(m, tape).unwrap();
-                    black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
-                    tape = top.into_tape();
-                }
-                for t in build.finish().unwrap() {
-                    let table = tables.entry(t.name).or_default();
-                    match t.rows {
-                        DirectRows::Batch(batch) => table.push(batch),
-                        DirectRows::Logged(rows) => table.push_logged(&rows),
-                    }
-                }
+                push_all(&mut tables, built(black_box(&msgs), now));
                 appended += BATCH;
                 if appended >= 50_000 {
                     appended = 0;
@@ -263,6 +232,34 @@ fn direct_build(c: &mut Criterion) {
             })
         });
         g.finish();
+    }
+}
+
+/// `msgs` read and logged into their tables ([`DirectBuild`]), not yet finished.
+fn logged(msgs: &[String], now: chrono::DateTime<chrono::Utc>) -> DirectBuild<'_> {
+    let mut build = DirectBuild::default();
+    let mut tape = Tape::default();
+    for m in msgs {
+        let top = Top::parse_on(m, tape).unwrap();
+        black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
+        tape = top.into_tape();
+    }
+    build
+}
+
+/// `msgs` built straight into their tables, as a request's task builds them.
+fn built(msgs: &[String], now: chrono::DateTime<chrono::Utc>) -> Vec<DirectTable> {
+    logged(msgs, now).finish().unwrap()
+}
+
+/// A request's tables handed to the team's buffers, as the team actor hands them.
+fn push_all(tables: &mut HashMap<String, BufferedTable>, built: Vec<DirectTable>) {
+    for t in built {
+        let table = tables.entry(t.name).or_default();
+        match t.rows {
+            DirectRows::Batch(batch) => table.push(batch),
+            DirectRows::Logged(rows) => table.push_logged(&rows),
+        }
     }
 }
 
@@ -280,7 +277,6 @@ criterion_main!(benches);
 /// batch per table costs its builders, its arrays and a join, which a few rows do not pay back:
 /// why gathered submissions are appended, not built (BENCHMARKS.md, thirty-second session).
 fn gathered(c: &mut Criterion) {
-    use stowage::ingest::buffered::BufferedTable;
     let now = chrono::Utc::now();
     for mix in [Mix::Shop, Mix::Narrow] {
         let msgs = generated(mix, now);
@@ -316,20 +312,7 @@ fn gathered(c: &mut Criterion) {
             g.bench_function(format!("direct_{n}"), |b| {
                 b.iter(|| {
                     for chunk in black_box(&msgs).chunks(n) {
-                        let mut build = DirectBuild::default();
-                        let mut tape = Tape::default();
-                        for m in chunk {
-                            let top = Top::parse_on(m, tape).unwrap();
-                            black_box(build.message(&top, Shared::default(), now, 1000).unwrap());
-                            tape = top.into_tape();
-                        }
-                        for t in build.finish().unwrap() {
-                            let table = tables.entry(t.name).or_default();
-                            match t.rows {
-                                DirectRows::Batch(batch) => table.push(batch),
-                                DirectRows::Logged(rows) => table.push_logged(&rows),
-                            }
-                        }
+                        push_all(&mut tables, built(chunk, now));
                     }
                     appended += BATCH;
                     if appended >= 50_000 {

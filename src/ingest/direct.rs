@@ -39,7 +39,6 @@ use crate::model::flatten::{self, MAX_FLATTEN_DEPTH};
 use crate::model::members::RawObject;
 use crate::model::reuse::recycle;
 use crate::model::value::{Name, Value, ValueCow, ValueRef};
-use crate::warehouse::buffer::TableBuffer;
 use crate::warehouse::column_log::ColumnLog;
 use crate::warehouse::logged_rows::LoggedRows;
 use crate::warehouse::unify;
@@ -62,16 +61,6 @@ pub struct Unsupported;
 pub enum DirectRows {
     Batch(RecordBatch),
     Logged(LoggedRows),
-}
-
-impl DirectRows {
-    /// The rows as one batch (logged ones built).
-    pub fn to_batch(&self) -> RecordBatch {
-        match self {
-            DirectRows::Batch(batch) => batch.clone(),
-            DirectRows::Logged(rows) => TableBuffer::batch_of(rows),
-        }
-    }
 }
 
 /// One table's rows in a request.
