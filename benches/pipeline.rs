@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the CPU stages of the pipeline: validate an event, append it to a
 //! table buffer, encode a flushed batch as Parquet, encode a read batch as the JSON response
-//! (and a numeric batch and a text-heavy one as JSON and CSV).
+//! (and a numeric batch and a text-heavy one as JSON and CSV), and what every column chunk
+//! costs before its values: the ZSTD contexts the parquet crate makes for it.
 //! Run: `cargo bench --bench pipeline`. Results and comparisons live in BENCHMARKS.md.
 
 use std::hint::black_box;
@@ -188,5 +189,35 @@ fn numeric_batch(rows: usize) -> RecordBatch {
     RecordBatch::try_from_iter(columns).unwrap()
 }
 
-criterion_group!(benches, bench);
+/// What the parquet crate pays per column chunk before any value: a ZSTD compression and
+/// decompression context (`ZSTDCodec::new`, for every chunk written or read), and a file of 64
+/// columns and 100 rows, a flush's table of a wide tracking plan in a quiet minute. zstd asks
+/// the CPU for its features on every context; on a virtual machine each ask traps to the
+/// hypervisor, which `third_party/zstd-sys` answers once (BENCHMARKS.md, thirty-fifth session).
+fn column_chunks(c: &mut Criterion) {
+    let mut g = c.benchmark_group("column_chunk");
+    g.bench_function("zstd_contexts", |b| {
+        b.iter(|| {
+            let compress = zstd::bulk::Compressor::new(3).unwrap();
+            let decompress = zstd::bulk::Decompressor::new().unwrap();
+            black_box((compress, decompress))
+        })
+    });
+    let columns: Vec<(String, ArrayRef)> = (0..64)
+        .map(|c| {
+            let values = (0..100).map(|r| (r * 64 + c) as f64 / 7.0);
+            let array: ArrayRef = Arc::new(Float64Array::from_iter_values(values));
+            (format!("p{c}"), array)
+        })
+        .collect();
+    let wide = RecordBatch::try_from_iter(columns).unwrap();
+    let cfg = ParquetConfig::default();
+    g.throughput(Throughput::Elements(64));
+    g.bench_function("parquet_encode_64_columns_100_rows", |b| {
+        b.iter(|| writer::encode(black_box(&wide), &cfg).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, column_chunks);
 criterion_main!(benches);
