@@ -475,6 +475,8 @@ fn cargo_print(content: &dyn fmt::Display) {
 fn main() {
     cargo_print(&"rerun-if-env-changed=ZSTD_SYS_USE_PKG_CONFIG");
     cargo_print(&"rerun-if-env-changed=ZSTD_SYS_NO_HIDE_SYMBOLS");
+    // stowage: rebuilt when the patched C sources change (third_party/README.md).
+    cargo_print(&"rerun-if-changed=zstd/lib");
 
     let target_arch =
         std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();

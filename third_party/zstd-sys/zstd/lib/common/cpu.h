@@ -143,13 +143,14 @@ MEM_STATIC ZSTD_cpuid_t ZSTD_cpuid_uncached(void) {
     }
 }
 
-/* stowage: the answer asked once per translation unit. Every `cpuid` is a trap to the
- * hypervisor on a virtual machine (~4 us each on the machine this was measured on), zstd asks
- * three times for every compression and decompression context it makes, and the parquet crate
- * makes one of each for every column chunk it writes or reads (~16 us a chunk there).
- * The answer never changes while the process runs; a race stores the same values twice. */
+/* stowage (modified 2026-11-29): the answer asked once per translation unit (twice a process:
+ * compress and decompress). Every `cpuid` traps to the hypervisor on a virtual machine (~4 us
+ * each where this was measured), zstd asks for every compression and decompression context it
+ * makes, and the parquet crate makes one of each for every column chunk it writes or reads
+ * (~16 us a chunk measured). The answer does not change while the process runs; a race on the
+ * first call stores the same values twice. */
 MEM_STATIC ZSTD_cpuid_t ZSTD_cpuid(void) {
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__ATOMIC_ACQUIRE) && (defined(__x86_64__) || defined(__i386__))
     static U32 known, f1c, f1d, f7b, f7c;
     ZSTD_cpuid_t cpuid;
     if (__atomic_load_n(&known, __ATOMIC_ACQUIRE)) {
