@@ -104,6 +104,22 @@ def setup(data):
     return key, canvas
 
 
+def small_files_table(data, files, row=lambda n: f"{n},row {n}", header="n,label"):
+    """A team in `data` with table `many` of `files` imports of ten CSV rows each (`row` of the
+    row's number, under `header`), written by a server started with compaction off, which is
+    returned running: (server, key, canvas, element)."""
+    key, canvas = setup(str(data))
+    admin(str(data), "events", "enable", "--team", "bench")
+    token = admin(str(data), "token", "create", "--team", "bench", "--user", "owner")["token"]
+    element = admin(str(data), "element", "create", "--canvas", canvas, "--table", "many")["id"]
+    srv = Server(str(data), {"STOWAGE_COMPACTION__ENABLED": "false"})
+    for f in range(files):
+        csv = header + "\n" + "".join(row(f * 10 + i) + "\n" for i in range(10))
+        subprocess.run(["curl", "-sf", "-o", "/dev/null", "-X", "POST", f"{srv.url}/v1/import?table=many",
+                        "-H", f"X-Auth-Token: {token}", "-H", "Content-Type: text/csv", "--data-binary", csv], check=True)
+    return srv, key, canvas, element
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=5_000_000)
@@ -154,15 +170,7 @@ def main():
         if a.small_files == 0:
             return
         data = tmp / "small"
-        key, canvas = setup(str(data))
-        admin(str(data), "events", "enable", "--team", "bench")
-        token = admin(str(data), "token", "create", "--team", "bench", "--user", "owner")["token"]
-        element = admin(str(data), "element", "create", "--canvas", canvas, "--table", "many")["id"]
-        srv = Server(str(data), {"STOWAGE_COMPACTION__ENABLED": "false"})
-        for f in range(a.small_files):
-            csv = "n,label\n" + "".join(f"{f * 10 + i},row {f * 10 + i}\n" for i in range(10))
-            subprocess.run(["curl", "-sf", "-o", "/dev/null", "-X", "POST", f"{srv.url}/v1/import?table=many",
-                            "-H", f"X-Auth-Token: {token}", "-H", "Content-Type: text/csv", "--data-binary", csv], check=True)
+        srv, key, canvas, element = small_files_table(data, a.small_files)
         before, _ = curl_download(srv.url, key, canvas, element)
         srv.stop()
         srv = Server(str(data), {"STOWAGE_COMPACTION__INTERVAL": "1s", "STOWAGE_COMPACTION__MIN_FILES": "2"})

@@ -7,7 +7,6 @@ Usage, with a Python that has pyarrow and duckdb (download_bench imports them; t
 command's venv has both): target/py/bin/python benches/small_files_ab.py BASE_BIN NEW_BIN [FILES]
 """
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,28 +20,26 @@ FILES = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
 tmp = Path(tempfile.mkdtemp())
 data = tmp / "small"
 d.BIN = Path(BASE)
-key, canvas = d.setup(str(data))
-d.admin(str(data), "events", "enable", "--team", "bench")
-token = d.admin(str(data), "token", "create", "--team", "bench", "--user", "owner")["token"]
-element = d.admin(str(data), "element", "create", "--canvas", canvas, "--table", "many")["id"]
-srv = d.Server(str(data), {"STOWAGE_COMPACTION__ENABLED": "false"})
 t = time.perf_counter()
-for f in range(FILES):
-    csv = "n,label,x,y,z\n" + "".join(f"{f*10+i},row {f*10+i},{i*1.5},{i%3},w{i}\n" for i in range(10))
-    subprocess.run(["curl", "-sf", "-o", "/dev/null", "-X", "POST", f"{srv.url}/v1/import?table=many",
-                    "-H", f"X-Auth-Token: {token}", "-H", "Content-Type: text/csv", "--data-binary", csv], check=True)
+srv, key, canvas, element = d.small_files_table(
+    data, FILES, row=lambda n: f"{n},row {n},{n % 10 * 1.5},{n % 10 % 3},w{n % 10}", header="n,label,x,y,z")
 print("imported", FILES, round(time.perf_counter() - t, 1), "s", flush=True)
 srv.stop()
-res = {"base": [], "new": []}
-for r in range(4):
-    for name, b in (("base", BASE), ("new", NEW)) if r % 2 == 0 else (("new", NEW), ("base", BASE)):
-        d.BIN = Path(b)
-        srv = d.Server(str(data), {"STOWAGE_COMPACTION__ENABLED": "false"})
-        d.curl_download(srv.url, key, canvas, element)  # warm the catalog and page cache
-        s = min(d.curl_download(srv.url, key, canvas, element)[0] for _ in range(3))
-        res[name].append(s)
+srv = None
+try:
+    res = {"base": [], "new": []}
+    for r in range(4):
+        for name, b in (("base", BASE), ("new", NEW)) if r % 2 == 0 else (("new", NEW), ("base", BASE)):
+            d.BIN = Path(b)
+            srv = d.Server(str(data), {"STOWAGE_COMPACTION__ENABLED": "false"})
+            d.curl_download(srv.url, key, canvas, element)  # warm the catalog and page cache
+            s = min(d.curl_download(srv.url, key, canvas, element)[0] for _ in range(3))
+            res[name].append(s)
+            srv.stop()
+        print(r, {k: round(v[-1], 3) for k, v in res.items()}, flush=True)
+    print("base", [round(x, 3) for x in res["base"]], "new", [round(x, 3) for x in res["new"]])
+    print("new/base mean", round(sum(n / b for n, b in zip(res["new"], res["base"])) / len(res["new"]), 3))
+finally:
+    if srv and srv.proc.poll() is None:
         srv.stop()
-    print(r, {k: round(v[-1], 3) for k, v in res.items()}, flush=True)
-print("base", [round(x, 3) for x in res["base"]], "new", [round(x, 3) for x in res["new"]])
-print("new/base mean", round(sum(n / b for n, b in zip(res["new"], res["base"])) / len(res["new"]), 3))
-shutil.rmtree(tmp)
+    shutil.rmtree(tmp)
