@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use super::bulk::{MIN_TABLE_ROWS, Plan, TableBatch, TableLogged, beside_tracks};
 use super::event::Parts;
-use super::key_paths::KeyPaths;
+use super::key_paths::{self, KeyPaths};
 use super::segment::{Call, Shared, message_parts};
 use super::top_fields::Top;
 use crate::model::flatten::{self, MAX_FLATTEN_DEPTH};
@@ -289,11 +289,13 @@ impl<'a> DirectBuild<'a> {
         depth: usize,
         found: &mut Vec<Found<'a>>,
     ) -> Result<(), Unsupported> {
+        let mut before = key_paths::NONE;
         for (key, text) in &obj.0 {
             if !key.bytes().any(|b| b.is_ascii_alphanumeric()) {
                 return Err(Unsupported);
             }
-            let path = self.paths.child(at, key).ok_or(Unsupported)?;
+            let path = self.paths.member(at, before, key).ok_or(Unsupported)?;
+            before = path;
             if text.starts_with('{') && depth < MAX_FLATTEN_DEPTH {
                 let inner = msg
                     .object(text)
