@@ -129,11 +129,12 @@ impl KeyPaths {
             NONE => self.paths[parent as usize].first,
             b => self.paths[b as usize].next,
         };
+        // A guess is set only to a member of the same parent by the walk as it calls this;
+        // the parent is compared all the same, so a `before` from another object misses.
         if let Some(p) = self.paths.get(guess as usize)
+            && p.parent == parent
             && same_key(&p.key, key)
         {
-            // A guess is only ever set to a member of the same parent.
-            debug_assert_eq!(p.parent, parent);
             return Some(guess);
         }
         let at = self.child(parent, key)?;
@@ -231,9 +232,11 @@ mod tests {
         assert_eq!(&again[..2], &first[..2]);
         assert!(!first.contains(&again[2]));
         assert_eq!(again[3], first[2]);
-        // The same key under another parent is another path.
-        let nested = paths.member(first[0], NONE, "bb").unwrap();
+        // The same key under another parent is another path, also when the `before` given
+        // is a member of another object whose next member has that key.
+        let nested = paths.member(first[0], first[0], "bb").unwrap();
         assert_ne!(nested, first[1]);
         assert_eq!(paths.paths[nested as usize].joined, "context_a_bb");
+        assert_eq!(paths.member(first[0], NONE, "bb"), Some(nested));
     }
 }
